@@ -22,6 +22,7 @@ innet: in-network computing on P4 switches.
   status    what each switch holds and counts
   run       Mininet experiments on BMv2 (aggregation, CASSINI ECN)
   pcap      summarise a packet capture
+  topo      generate and check topology files
   demo      everything this machine can run, one command
 
 Run `innet COMMAND --help` for the options of each.
@@ -37,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     from controller.soar import cli as soar_cli
 
     soar_cli.register(sub)
+    from controller import topo_cli
+
+    topo_cli.register(sub)
     return parser
 
 
