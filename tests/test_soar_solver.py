@@ -127,7 +127,7 @@ def test_min_plus_merge_matches_brute_force() -> None:
 
 
 def test_large_tree_against_reference_dp() -> None:
-    from soar_reference import reference_optimum
+    from controller.soar.reference import reference_optimum
 
     for rates in ("constant", "exponential"):
         tree = binary_tree(300, rates=rates, loads="power-law", seed=5)

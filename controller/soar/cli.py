@@ -125,6 +125,29 @@ def register(sub: Any) -> None:
     online.add_argument("--seed", type=int, default=0)
     online.set_defaults(func=cmd_online)
 
+    exp = ssub.add_parser(
+        "experiment",
+        help="reproduce a figure of the SOAR paper: CSV, plots and summary.md",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Reproduce one of the paper's evaluations; writes NAME.csv (every point: mean and\n"
+            "std over seeds), NAME-raw.csv (every seed), one PNG per panel plus an overview\n"
+            "NAME.png, and summary.md (what the plots show, in words).\n\n"
+            "  fig6  phi / phi(all-red) against k on BT(256): 3 rate regimes x 2 load laws\n"
+            "  fig7  online: 32 workloads, capacity a(s) = 4, k = 16; and against a(s)\n"
+            "  fig8  byte complexity: word count and parameter server, constant rates\n"
+            "  fig9  solver run time against n and k, with the O(n h k^2) reference DP\n\n"
+            "Runs on every core (--jobs); the numbers are the same whatever the parallelism.\n"
+            "fig9 times on one core. --quick: a reduced run of a few seconds."
+        ),
+    )
+    exp.add_argument("name", choices=["fig6", "fig7", "fig8", "fig9"])
+    exp.add_argument("--out", required=True, help="output folder (created if missing)")
+    exp.add_argument("--seeds", type=int, default=None, help="seeds per point (default 10)")
+    exp.add_argument("--quick", action="store_true", help="reduced sizes, a few seconds")
+    exp.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
+    exp.set_defaults(func=cmd_experiment)
+
 
 def cmd_solve(args: argparse.Namespace) -> int:
     tree, _ = _tree_arg(args.instance)
@@ -212,4 +235,17 @@ def cmd_online(args: argparse.Namespace) -> int:
     half = args.workloads // 2 + 1
     print(format_table(["strategy", "after 1", f"after {half}", f"after {args.workloads}"],
                        rows, digits=4))
+    return 0
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from controller.soar.experiments import run_experiment
+
+    result = run_experiment(args.name, Path(args.out), seeds=args.seeds, quick=args.quick,
+                            jobs=args.jobs)
+    out = Path(args.out)
+    print(f"{args.name}: {len(result['points'])} points in {result['seconds']:.1f} s")
+    print(f"wrote {out / (args.name + '.csv')}, {len(result['pngs'])} plots "
+          f"({', '.join(result['pngs'][:3])}{', ...' if len(result['pngs']) > 3 else ''}), "
+          f"{out / 'summary.md'}")
     return 0

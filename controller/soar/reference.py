@@ -1,4 +1,4 @@
-"""The straightforward SOAR Gather, O(n * h * k^2): the reference the benchmark times against.
+"""The straightforward SOAR Gather, O(n * h * k^2): the reference the benchmarks time against.
 
 Same recurrence as `controller.soar.solver.gather`, written the way the paper states it:
 every table is k + 1 wide whatever the subtree holds, and every child merge tries all k + 1
