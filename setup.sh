@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Mininet (mnexec), namespaces and veths (iproute2), offload switches (ethtool), captures.
-DEBIAN_PACKAGES=(mininet iproute2 ethtool tcpdump psmisc procps)
+DEBIAN_PACKAGES=(mininet bridge-utils iputils-ping iproute2 ethtool tcpdump psmisc procps)
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then

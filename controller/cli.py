@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     from controller import topo_cli
 
     topo_cli.register(sub)
+    from controller import pcap
+
+    pcap.register(sub)
     return parser
 
 
