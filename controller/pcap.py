@@ -144,7 +144,8 @@ def read_frames(path: str | Path) -> Iterator[Frame | None]:
         raise InputError(f"not a pcap or pcapng capture ({exc})", source=str(p)) from None
     linktype = getattr(reader, "linktype", LINKTYPE_ETHERNET)
     try:
-        for data, meta in reader:
+        for data, raw_meta in reader:
+            meta: Any = raw_meta  # pcap and pcapng metadata differ; read them by name
             if hasattr(meta, "sec"):
                 t = meta.sec + meta.usec / 1e6
                 wirelen = getattr(meta, "wirelen", len(data)) or len(data)
