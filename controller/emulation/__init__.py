@@ -1,0 +1,1 @@
+"""Emulated networks (Mininet with BMv2 switches) and the experiments that run on them."""
