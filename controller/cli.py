@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     from controller import topo_cli
 
     topo_cli.register(sub)
+    from controller.cassini import cli as cassini_cli
+
+    cassini_cli.register(sub)
     from controller import pcap
 
     pcap.register(sub)
@@ -58,6 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("innet: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `innet ... | head` closed our stdout: not an error; keep Python from complaining
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return int(result or 0)
 
 

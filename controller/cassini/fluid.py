@@ -1,0 +1,278 @@
+"""Fluid evaluation: what shifts and placements do to iteration times and ECN marks.
+
+No packets: each job alternates compute (fixed duration) and Up phases (a volume to send,
+phase Gbps x phase duration). While jobs are in Up phases their rates are the max-min fair
+share of the links they cross (a job's ring crosses a link `hops` times and uses hops x its
+rate there), capped at the phase's Gbps; an Up phase that gets less than its Gbps lasts
+longer and the iteration stretches. Rates only change when a phase starts or ends, so the
+simulation jumps from event to event and is exact for this model.
+
+Marks: each link also keeps a fluid queue fed by the *offered* demand (what the jobs in Up
+phases would send, sum of hops x Gbps) and drained at capacity, capped at a buffer. The
+volume the link sends while that queue is above a threshold (capacity x time above it) is
+marked, counted in packets of 1500 bytes and charged to the jobs by their share of the
+offered demand. It is a proxy for ECN marks (DCTCP-like senders keep the real queue near the
+threshold): it counts how long and how hard links are oversubscribed.
+
+Agents: with `realign_pct`, a job whose iteration starts later than its planned slot
+(epoch + shift + k T) by more than that share of T waits for its next slot, as CASSINI's
+per-host agents do; the base has no agents.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.cassini.profiles import JobProfile
+from controller.errors import InputError
+
+FloatArray = npt.NDArray[np.float64]
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class FluidConfig:
+    iterations: int = 100  # measured per job; the run lasts until every job has them
+    threshold_kb: float = 100.0  # queue above this marks
+    buffer_kb: float = 4000.0  # queue cap (a switch's share of buffer for one port)
+    packet_bytes: int = 1500
+    realign_pct: float | None = None  # None: no agent; 5.0: CASSINI's agents
+
+    def check(self) -> None:
+        if self.iterations < 1:
+            raise InputError(f"--iterations must be >= 1, got {self.iterations}")
+        if not 0 < self.threshold_kb < self.buffer_kb:
+            raise InputError(f"the marking threshold must be in (0, buffer = "
+                             f"{self.buffer_kb:g} KB), got {self.threshold_kb:g} KB")
+
+
+@dataclass(frozen=True)
+class JobRun:
+    name: str
+    iteration_ms: float  # the profile's, without contention
+    iterations_ms: tuple[float, ...]  # measured, start to start
+    marks: float  # packets
+    realignments: int
+
+    @property
+    def mean_ms(self) -> float:
+        return float(np.mean(self.iterations_ms))
+
+    @property
+    def p99_ms(self) -> float:
+        return float(np.percentile(self.iterations_ms, 99))
+
+    @property
+    def slowdown(self) -> tuple[float, ...]:
+        return tuple(t / self.iteration_ms for t in self.iterations_ms)
+
+
+@dataclass(frozen=True)
+class LinkRun:
+    name: str
+    capacity_gbps: float
+    jobs: tuple[str, ...]
+    marks: float  # packets
+    excess_mbit: float  # offered demand above capacity, integrated
+    overloaded_ms: float  # time offered demand exceeded capacity
+
+
+@dataclass(frozen=True)
+class FluidResult:
+    label: str
+    jobs: tuple[JobRun, ...]
+    links: tuple[LinkRun, ...]
+    duration_ms: float
+    shifts_ms: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def marks(self) -> float:
+        return sum(link.marks for link in self.links)
+
+    def pooled(self, normalise: bool) -> FloatArray:
+        """Every measured iteration of every job, in ms or as a multiple of the job's T."""
+        values = [v for j in self.jobs for v in (j.slowdown if normalise else j.iterations_ms)]
+        return np.asarray(values, dtype=np.float64)
+
+    def summary(self, normalise: bool) -> tuple[float, float]:
+        pooled = self.pooled(normalise)
+        return float(pooled.mean()), float(np.percentile(pooled, 99))
+
+
+@dataclass
+class _Job:
+    profile: JobProfile
+    segments: list[tuple[bool, float, float]]  # (is_up, ms or Mbit, Gbps)
+    links: list[tuple[int, int]]  # (link index, hops)
+    shift: float
+    seg: int = -1  # -1: waiting to start (or to realign)
+    left: float = 0.0
+    start: float = math.nan
+    slot: int = 0
+    times: list[float] = field(default_factory=list)
+    marks: float = 0.0
+    realigned: int = 0
+
+
+def _segments(job: JobProfile) -> list[tuple[bool, float, float]]:
+    out: list[tuple[bool, float, float]] = []
+    t = 0.0
+    for p in job.phases:
+        if p.start_ms > t + _EPS:
+            out.append((False, p.start_ms - t, 0.0))
+        out.append((True, p.volume_mbit, p.gbps))
+        t = p.end_ms
+    if job.iteration_ms > t + _EPS:
+        out.append((False, job.iteration_ms - t, 0.0))
+    return out
+
+
+def _max_min(active: Sequence[_Job], capacity: Sequence[float]) -> list[float]:
+    """Progressive filling: raise every unfrozen job's rate together until a link fills or a
+    job reaches its phase's Gbps; hops weigh a job's use of a link."""
+    rate = [0.0] * len(active)
+    room = list(capacity)
+    frozen = [False] * len(active)
+    want = [j.segments[j.seg][2] for j in active]
+    while not all(frozen):
+        load: dict[int, float] = {}
+        for i, j in enumerate(active):
+            if not frozen[i]:
+                for link, hops in j.links:
+                    load[link] = load.get(link, 0.0) + hops
+        step = min((want[i] - rate[i] for i in range(len(active)) if not frozen[i]),
+                   default=math.inf)
+        for link, weight in load.items():
+            step = min(step, room[link] / weight)
+        step = max(step, 0.0)
+        for i, j in enumerate(active):
+            if not frozen[i]:
+                rate[i] += step
+                for link, hops in j.links:
+                    room[link] -= step * hops
+        full = {link for link in load if room[link] <= _EPS * max(1.0, capacity[link])}
+        for i, j in enumerate(active):
+            if not frozen[i] and (rate[i] >= want[i] - _EPS
+                                  or any(link in full for link, _ in j.links)):
+                frozen[i] = True
+    return rate
+
+
+def _time_above(q0: float, slope: float, dt: float, threshold: float) -> float:
+    if slope > 0:
+        return dt if q0 > threshold else max(0.0, dt - (threshold - q0) / slope)
+    if slope < 0:
+        return 0.0 if q0 <= threshold else min(dt, (q0 - threshold) / -slope)
+    return dt if q0 > threshold else 0.0
+
+
+def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]],
+             capacity_gbps: Mapping[str, float], shifts_ms: Mapping[str, float],
+             config: FluidConfig = FluidConfig(), label: str = "") -> FluidResult:
+    """Run every job until each has `config.iterations` measured iterations.
+
+    traffic: link -> job -> hops of the job's ring over the link; capacity_gbps: link ->
+    Gbps; shifts_ms: job -> ms its first iteration starts after the epoch (missing: 0).
+    """
+    config.check()
+    names = [link for link in traffic if traffic[link]]
+    index = {link: i for i, link in enumerate(names)}
+    capacity = [float(capacity_gbps[link]) for link in names]
+    state = [_Job(j, _segments(j), [(index[link], int(traffic[link][j.name]))
+                                    for link in names if j.name in traffic[link]],
+                  float(shifts_ms.get(j.name, 0.0)) % j.iteration_ms) for j in jobs]
+    for s in state:
+        s.left = s.shift  # wait for the first start
+    queue = [0.0] * len(names)
+    threshold = config.threshold_kb * 8e-3  # KB -> Mbit
+    buffer = config.buffer_kb * 8e-3
+    per_packet = config.packet_bytes * 8e-6  # Mbit
+    marks = [0.0] * len(names)
+    excess = [0.0] * len(names)
+    overloaded = [0.0] * len(names)
+    t = 0.0
+    guard = 0
+    horizon = 1e3 * max(j.iteration_ms for j in jobs) * (config.iterations + 2)
+    while any(len(s.times) < config.iterations for s in state):
+        guard += 1
+        if t > horizon or guard > 5_000_000:
+            raise RuntimeError("fluid simulation does not progress")
+        up = [s for s in state if s.seg >= 0 and s.segments[s.seg][0]]
+        rates = _max_min(up, capacity) if up else []
+        dt = math.inf
+        for s in state:
+            if s.seg < 0 or not s.segments[s.seg][0]:
+                dt = min(dt, s.left)
+        for s, r in zip(up, rates, strict=True):
+            if r > _EPS:
+                dt = min(dt, s.left / r)
+        dt = max(dt, 0.0)
+        offered = [0.0] * len(names)
+        shares: list[list[tuple[_Job, float]]] = [[] for _ in names]
+        for s in up:
+            gbps = s.segments[s.seg][2]
+            for link, hops in s.links:
+                offered[link] += hops * gbps
+                shares[link].append((s, hops * gbps))
+        for i in range(len(names)):
+            slope = offered[i] - capacity[i]
+            above = _time_above(queue[i], slope, dt, threshold)
+            if above > 0:
+                volume = capacity[i] * above / per_packet
+                marks[i] += volume
+                for s, part in shares[i]:
+                    s.marks += volume * part / offered[i]
+            if slope > 0:
+                excess[i] += slope * dt
+                overloaded[i] += dt
+            queue[i] = min(buffer, max(0.0, queue[i] + slope * dt))
+        t += dt
+        for s in state:
+            if s.seg >= 0 and s.segments[s.seg][0]:
+                s.left -= rates[up.index(s)] * dt
+            else:
+                s.left -= dt
+        for s in state:
+            while s.left <= _EPS * max(1.0, t):
+                _advance(s, t, config)
+    return FluidResult(label, tuple(JobRun(s.profile.name, s.profile.iteration_ms,
+                                           tuple(s.times[:config.iterations]), s.marks,
+                                           s.realigned) for s in state),
+                       tuple(LinkRun(link, capacity[i], tuple(traffic[link]), marks[i],
+                                     excess[i], overloaded[i]) for i, link in enumerate(names)),
+                       t, dict(shifts_ms))
+
+
+def _advance(s: _Job, t: float, config: FluidConfig) -> None:
+    """The current segment is over: start the next one, or the next iteration."""
+    if 0 <= s.seg < len(s.segments) - 1:
+        s.seg += 1
+        s.left = s.segments[s.seg][1]
+        return
+    if s.seg >= 0 and config.realign_pct is not None:  # an iteration ended: on schedule?
+        period = s.profile.iteration_ms
+        s.slot += 1
+        due = s.shift + s.slot * period
+        if t - due > config.realign_pct / 100.0 * period:
+            s.slot = math.ceil((t - s.shift) / period - _EPS)
+            s.seg = -1
+            s.left = s.shift + s.slot * period - t
+            s.realigned += 1
+            if s.left > _EPS:
+                return
+    if not math.isnan(s.start):
+        s.times.append(t - s.start)
+    s.start = t
+    s.seg = 0
+    s.left = s.segments[0][1]
+
+
+def single_link(jobs: Sequence[JobProfile], capacity_gbps: float,
+                name: str = "link") -> tuple[dict[str, dict[str, int]], dict[str, float]]:
+    """traffic and capacity maps for jobs that all share one link (and nothing else)."""
+    return {name: {j.name: 1 for j in jobs}}, {name: float(capacity_gbps)}

@@ -1,0 +1,104 @@
+"""The fluid evaluator: max-min stretching, marks, agents, and CASSINI's gain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.cassini.fluid import FluidConfig, simulate, single_link
+from controller.cassini.geometry import best_shifts
+from controller.cassini.profiles import load_jobs, single_phase_job
+from controller.cassini.scheduler import schedule
+from controller.errors import InputError
+from controller.topology import load_topology
+
+ROOT = Path(__file__).resolve().parent.parent
+SHORT = FluidConfig(iterations=20)
+
+
+def test_a_job_alone_below_capacity_runs_at_its_own_pace_without_marks() -> None:
+    job = single_phase_job("a", 100, 30, 50, 40)
+    traffic, capacity = single_link([job], 50)
+    run = simulate([job], traffic, capacity, {}, SHORT)
+    assert run.jobs[0].iterations_ms == pytest.approx([100.0] * 20)
+    assert run.marks == 0 and run.links[0].excess_mbit == 0
+
+
+def test_colliding_up_phases_share_max_min_and_stretch() -> None:
+    a = single_phase_job("a", 100, 50, 50, 40)
+    b = single_phase_job("b", 100, 50, 50, 40)
+    traffic, capacity = single_link([a, b], 50)
+    run = simulate([a, b], traffic, capacity, {}, SHORT)
+    # 50 ms x 40 Gbps at 25 Gbps each: 80 ms; plus 50 ms of compute
+    for job in run.jobs:
+        assert job.iterations_ms == pytest.approx([130.0] * 20)
+        assert job.marks > 0
+    # the link sends at capacity while its queue is above the threshold: about 80 ms each time
+    per_iteration = run.marks / 20 * 1500 * 8 / 1e6 / 50  # ms above threshold
+    assert per_iteration == pytest.approx(80.0, rel=0.01)
+    # a small job and a big one: the small one gets all it wants, the big one the rest
+    c = single_phase_job("c", 100, 50, 50, 10)
+    traffic, capacity = single_link([a, c], 50)
+    run = simulate([a, c], traffic, capacity, {}, SHORT)
+    assert [j.mean_ms for j in run.jobs] == pytest.approx([100.0, 100.0])
+
+
+def test_hops_weigh_a_jobs_share_and_unrelated_links_do_not_interfere() -> None:
+    a = single_phase_job("a", 100, 50, 50, 40)
+    b = single_phase_job("b", 100, 50, 50, 40)
+    traffic = {"x": {"a": 2}, "y": {"b": 1}}
+    run = simulate([a, b], traffic, {"x": 50.0, "y": 50.0}, {}, SHORT)
+    # a crosses x twice: 2 r <= 50, so r = 25 and its 50 ms Up phase takes 80 ms
+    assert run.jobs[0].mean_ms == pytest.approx(130.0)
+    assert run.jobs[1].mean_ms == pytest.approx(100.0)
+
+
+def test_vgg19_pair_gains_with_cassinis_shift() -> None:
+    jobs = load_jobs(ROOT / "examples" / "jobs-vgg19-pair.json")
+    solution = best_shifts(jobs, 50)
+    traffic, capacity = single_link(jobs, 50)
+    base = simulate(jobs, traffic, capacity, {}, SHORT, "base")
+    cassini = simulate(jobs, traffic, capacity, solution.shift_map(), SHORT, "cassini")
+    base_mean, base_p99 = base.summary(False)
+    mean, p99 = cassini.summary(False)
+    assert mean == pytest.approx(240.0) and p99 == pytest.approx(240.0)
+    assert base_mean / mean > 1.2 and base_p99 / p99 > 1.2
+    assert cassini.marks == 0 < base.marks
+
+
+def test_13_job_leaf_spine_scenario_gains() -> None:
+    topo = load_topology(ROOT / "topologies" / "leafspine24.json")
+    result = schedule(topo, load_jobs(ROOT / "examples" / "jobs-13.json"))
+    config = FluidConfig(iterations=40)
+    runs = {p.mode: simulate(p.jobs, p.traffic, p.capacity_gbps, p.shifts_ms, config, p.mode)
+            for p in (result.base, result.cassini)}
+    base_mean, base_p99 = runs["base"].summary(True)
+    mean, p99 = runs["cassini"].summary(True)
+    assert base_mean / mean > 1.02
+    assert base_p99 / p99 > 1.1
+    assert runs["cassini"].marks < 0.8 * runs["base"].marks
+
+
+def test_agents_realign_late_jobs_and_leave_punctual_ones_alone() -> None:
+    a = single_phase_job("a", 100, 50, 50, 40)
+    b = single_phase_job("b", 100, 50, 50, 40)
+    traffic, capacity = single_link([a, b], 50)
+    agents = FluidConfig(iterations=20, realign_pct=5.0)
+    # interleaved: nobody is late
+    calm = simulate([a, b], traffic, capacity, {"b": 50.0}, agents)
+    assert all(j.realignments == 0 for j in calm.jobs)
+    assert [j.mean_ms for j in calm.jobs] == pytest.approx([100.0, 100.0])
+    # colliding: 30 ms late each time, so each iteration waits for the next slot
+    late = simulate([a, b], traffic, capacity, {}, agents)
+    assert all(j.realignments > 0 for j in late.jobs)
+    assert all(t % 100 == pytest.approx(0, abs=1e-6) for t in late.jobs[0].iterations_ms)
+
+
+def test_bad_settings_are_refused() -> None:
+    job = single_phase_job("a", 100, 30, 50, 40)
+    traffic, capacity = single_link([job], 50)
+    with pytest.raises(InputError, match="iterations"):
+        simulate([job], traffic, capacity, {}, FluidConfig(iterations=0))
+    with pytest.raises(InputError, match="threshold"):
+        simulate([job], traffic, capacity, {}, FluidConfig(threshold_kb=5000))
