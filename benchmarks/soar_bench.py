@@ -12,16 +12,11 @@ Run it alone on the machine: the other core's load shows up in the figures.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import tracemalloc
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from soar_reference import reference_optimum
 
 from controller.soar.generate import binary_tree
+from controller.soar.reference import reference_optimum
 from controller.soar.solver import solve
 from controller.table import format_table
 
