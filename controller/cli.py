@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     from controller.cassini import cli as cassini_cli
 
     cassini_cli.register(sub)
+    from controller.p4rt import cli as p4rt_cli
+
+    p4rt_cli.register(sub)
     from controller import pcap
 
     pcap.register(sub)

@@ -1,0 +1,310 @@
+"""One P4Runtime client per switch, on p4runtime-shell's `P4RuntimeClient` (not its shell).
+
+What this adds to the library's class:
+- arbitration that raises `SwitchError` instead of calling sys.exit (the library exits the
+  process on a duplicate election id or an unreachable server) and that never leaves its
+  non-daemon stream thread behind: use `SwitchClient` as a context manager;
+- writes in batches, reads that yield `Entry` values, counter reads;
+- every error names the switch (and the entry, for writes).
+
+Election ids: a controller that writes takes `WRITER_ELECTION_ID` (high word 1), readers take a
+low one, so a `status` run next to a deploy never steals the primary role.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from p4.v1 import p4runtime_pb2
+from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException
+
+from controller.errors import InputError
+from controller.p4rt import encode
+from controller.p4rt.intent import Entry, describe
+from controller.p4rt.schema import Pipeline, Schema
+from controller.topology import Topology
+
+log = logging.getLogger("innet.p4rt")
+
+
+class _Demote(logging.Filter):
+    """p4runtime-shell logs a closed stream as CRITICAL on the root logger, which Python prints
+    when nothing is configured; our errors already say it, so pass it on at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.pathname.replace("\\", "/").endswith("p4runtime_sh/p4runtime.py"):
+            log.debug("p4runtime-shell: %s", record.getMessage())
+            return False
+        return True
+
+
+logging.getLogger().addFilter(_Demote())
+
+WRITER_ELECTION_ID = (1, 0)
+BATCH = 500
+ARBITRATION_TIMEOUT = 2.0
+RPC_TIMEOUT = 10.0
+
+
+def reader_election_id() -> tuple[int, int]:
+    """Below any writer's, and distinct per process so two readers do not collide."""
+    return (0, 1 + os.getpid() % 1_000_000)
+
+
+class SwitchError(InputError):
+    """A switch refused or could not be reached; the message names it (and the entry)."""
+
+
+class WriteError(SwitchError):
+    """A Write the switch refused in part: `errors` holds (update index, code, message)."""
+
+    def __init__(self, message: str, errors: list[tuple[int, str, str]]) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+def batch_errors(exc: grpc.RpcError) -> list[tuple[int, str, str]]:
+    """(index, code, message) of every failed update of a refused Write.
+
+    Parsed here rather than by p4runtime-shell 0.0.6, whose error iterator never advances
+    past an update reported OK: a batch with one good and one bad update hangs it forever.
+    """
+    details = None
+    for key, value in exc.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            details = status_pb2.Status.FromString(value)
+    if details is None:
+        return []
+    out = []
+    for i, packed in enumerate(details.details):
+        err = p4runtime_pb2.Error()
+        if packed.Unpack(err) and err.canonical_code != code_pb2.OK:
+            out.append((i, code_pb2.Code.Name(err.canonical_code), str(err.message)))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchAddress:
+    """Where a switch's P4Runtime server (and BMv2 thrift server, if any) listens."""
+
+    name: str
+    grpc: str
+    device_id: int = 0
+    thrift_port: int | None = None
+    thrift_host: str = "127.0.0.1"
+
+    def __str__(self) -> str:
+        return f"switch {self.name} ({self.grpc}, device {self.device_id})"
+
+
+class _Client(P4RuntimeClient):  # type: ignore[misc]  # untyped library class
+    """P4RuntimeClient whose handshake raises instead of exiting the process."""
+
+    def __init__(self, address: SwitchAddress, election_id: tuple[int, int]) -> None:
+        self._address = address
+        self.is_primary = False
+        self.stream_out_q: Any = None
+        self.stream_in_q: Any = None
+        self.stream_recv_thread: Any = None
+        self.stream: Any = None
+        try:
+            super().__init__(address.device_id, address.grpc, election_id)
+        except BaseException:
+            self.close(cancel=True)
+            raise
+
+    def handshake(self) -> None:
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high = self.election_id[0]
+        req.arbitration.election_id.low = self.election_id[1]
+        self.stream_out_q.put(req)
+        rep = self.get_stream_packet("arbitration", timeout=ARBITRATION_TIMEOUT)
+        if rep is None:
+            if self.stream is not None and self.stream.done():
+                reason = f"{self.stream.code().name}: {self.stream.details()}"
+            else:
+                reason = (f"no arbitration answer within {ARBITRATION_TIMEOUT:g} s (is it a "
+                          "P4Runtime server?)")
+            raise SwitchError(f"{self._address}: cannot open a P4Runtime session: {reason}")
+        self.is_primary = rep.arbitration.status.code == code_pb2.OK
+
+    def close(self, *, cancel: bool = False) -> None:
+        """tear_down() that also works on a half-built client and on a dead stream."""
+        if self.stream_out_q is not None:
+            self.stream_out_q.put(None)
+        if cancel and self.stream is not None:
+            self.stream.cancel()
+        if self.stream_in_q is not None:
+            for q in self.stream_in_q.values():
+                q.put(None)
+        if self.stream_recv_thread is not None:
+            self.stream_recv_thread.join(timeout=5)
+        channel = getattr(self, "channel", None)
+        if channel is not None:
+            channel.close()
+            del self.channel
+
+
+class SwitchClient:
+    """A session with one switch. Use `with SwitchClient(...) as c:` so it always closes."""
+
+    def __init__(self, address: SwitchAddress, schema: Schema, *, writer: bool = True,
+                 election_id: tuple[int, int] | None = None) -> None:
+        self.address = address
+        self.schema = schema
+        self.name = address.name
+        eid = election_id or (WRITER_ELECTION_ID if writer else reader_election_id())
+        self._client = _Client(address, eid)
+        self.writer = writer
+        if writer and not self._client.is_primary:
+            self._client.close()
+            raise SwitchError(f"{address}: another controller with a higher election id is "
+                              "primary; this one could only read")
+        log.debug("%s: connected (election id %s)", self.name, eid)
+
+    def __enter__(self) -> SwitchClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _fail(self, what: str, exc: Exception) -> SwitchError:
+        if isinstance(exc, P4RuntimeException):
+            err = exc.grpc_error
+            return SwitchError(f"{self.address}: {what}: {err.code().name}: {err.details()}")
+        if isinstance(exc, grpc.RpcError):
+            return SwitchError(f"{self.address}: {what}: {exc.code().name}: {exc.details()}")
+        return SwitchError(f"{self.address}: {what}: {exc}")
+
+    # -- pipeline --------------------------------------------------------------------------
+
+    def pipeline_cookie(self) -> int | None:
+        """The cookie of the program the switch runs; None when it runs none."""
+        req = p4runtime_pb2.GetForwardingPipelineConfigRequest()
+        req.device_id = self.address.device_id
+        req.response_type = p4runtime_pb2.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+        try:
+            rep = self._client.stub.GetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                return None
+            raise self._fail("reading the pipeline cookie", exc) from None
+        if not rep.config.HasField("cookie"):
+            return None
+        return int(rep.config.cookie.cookie)
+
+    def set_pipeline(self, pipeline: Pipeline) -> None:
+        """Load the program (this wipes every entry and counter on the switch)."""
+        req = p4runtime_pb2.SetForwardingPipelineConfigRequest()
+        req.device_id = self.address.device_id
+        req.election_id.high = self._client.election_id[0]
+        req.election_id.low = self._client.election_id[1]
+        req.action = p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        req.config.p4info.CopyFrom(pipeline.schema.p4info)
+        req.config.p4_device_config = pipeline.device_config
+        req.config.cookie.cookie = pipeline.cookie
+        try:
+            self._client.stub.SetForwardingPipelineConfig(req, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as exc:
+            raise self._fail(f"loading the pipeline {pipeline.device_config_path}",
+                             exc) from None
+        log.info("%s: pipeline set (cookie %#x)", self.name, pipeline.cookie)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def write_request(self, req: Any) -> None:
+        """Send one WriteRequest (device and election id filled in); WriteError says which
+        updates failed and why."""
+        req.device_id = self.address.device_id
+        req.election_id.high = self._client.election_id[0]
+        req.election_id.low = self._client.election_id[1]
+        try:
+            self._client.stub.Write(req, timeout=RPC_TIMEOUT)
+        except grpc.RpcError as exc:
+            errors = batch_errors(exc) if exc.code() == grpc.StatusCode.UNKNOWN else []
+            if errors:
+                text = "; ".join(f"update {i}: {code}: {msg}" for i, code, msg in errors)
+                raise WriteError(f"{self.address}: {text}", errors) from None
+            raise self._fail(f"write of {len(req.updates)} updates", exc) from None
+
+    def write(self, kind: str, entries: Sequence[Entry]) -> None:
+        """Insert, modify or delete entries, BATCH per Write request; errors name the entry."""
+        for start in range(0, len(entries), BATCH):
+            chunk = entries[start:start + BATCH]
+            req = p4runtime_pb2.WriteRequest()
+            for e in chunk:
+                try:
+                    req.updates.append(encode.update(self.schema, kind, e))
+                except InputError as exc:
+                    raise SwitchError(f"{self.address}: cannot {kind} {exc}") from None
+            try:
+                self.write_request(req)
+            except WriteError as exc:
+                text = "; ".join(f"{kind} {describe(chunk[i])}: {code}: {msg}"
+                                 for i, code, msg in exc.errors)
+                raise WriteError(f"{self.address}: {text}", exc.errors) from None
+            except SwitchError as exc:
+                raise SwitchError(f"{exc} (first entry: {describe(chunk[0])})") from None
+            log.debug("%s: %s %d entries", self.name, kind, len(chunk))
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _read(self, entities: Sequence[Any], what: str) -> Iterator[Any]:
+        req = p4runtime_pb2.ReadRequest()
+        req.device_id = self.address.device_id
+        req.entities.extend(entities)
+        try:
+            for rep in self._client.stub.Read(req, timeout=RPC_TIMEOUT):
+                yield from rep.entities
+        except grpc.RpcError as exc:
+            raise self._fail(f"reading {what}", exc) from None
+
+    def read_entries(self, tables: tuple[str, ...], defaults: tuple[str, ...] = ()
+                     ) -> list[Entry]:
+        """All entries of `tables` and the default actions of `defaults`, as Entry values."""
+        ents = encode.read_tables(self.schema, tables, defaults)
+        return [encode.entry_from_proto(self.schema, e.table_entry)
+                for e in self._read(ents, "table entries")]
+
+    def read_counters(self, name: str, index: int | None = None) -> dict[int, tuple[int, int]]:
+        """{index: (packets, bytes)} of an indexed counter: one cell, or all (index None)."""
+        ent = encode.read_counter(self.schema, name, index)
+        out: dict[int, tuple[int, int]] = {}
+        for e in self._read([ent], f"counter {name}"):
+            c = e.counter_entry
+            out[int(c.index.index)] = (int(c.data.packet_count), int(c.data.byte_count))
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Where switches listen
+
+
+def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
+    """Every switch's address, in the topology's order. Remote switches: their grpc,
+    device_id and thrift_port fields. Local (BMv2 on this machine): the convention of the
+    Mininet harness (`controller.emulation.net.local_switch_ports`), which is the i-th local
+    switch in file order on 127.0.0.1:50051+i with thrift port 9090+i, so that deploy, status
+    and the emulated network always agree."""
+    from controller.emulation.net import local_switch_ports
+
+    local = local_switch_ports(topology)
+    out: dict[str, SwitchAddress] = {}
+    for name, sw in topology.switches.items():
+        if sw.grpc is not None:
+            host = sw.grpc.rsplit(":", 1)[0]
+            out[name] = SwitchAddress(name, sw.grpc, sw.device_id, sw.thrift_port, host)
+        else:
+            p = local[name]
+            out[name] = SwitchAddress(name, p.grpc_address, p.device_id, p.thrift_port)
+    return out

@@ -1,0 +1,91 @@
+/* innet data plane (v1model, BMv2 simple_switch_grpc).
+ *
+ * - IPv4 forwarding by longest prefix (host /32 routes from the controller), per-port packet
+ *   and byte counters in ingress (offered load: egress never sees tail drops) and egress.
+ * - ECN: in egress an ECT packet whose enq_qdepth is at or above the threshold set in the
+ *   keyless table ecn_config gets CE; ecn_marked counts those per egress port.
+ * - In-network aggregation (aggregate.p4) on UDP port AGG_UDP_PORT.
+ *
+ * Compile (the committed outputs must match, tests/test_p4rt_p4c.py checks):
+ *   p4c-bm2-ss --std p4-16 --arch v1model -o p4src/innet.json \
+ *       --p4runtime-files p4src/innet.p4info.txtpb p4src/innet.p4
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "headers.p4"
+#include "parser.p4"
+#include "aggregate.p4"
+
+control InnetIngress(inout headers_t hdr, inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    counter(PORT_COUNTERS, CounterType.packets_and_bytes) port_in;
+    Aggregate() aggregation;
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    action ipv4_forward(mac_t dst_mac, port_t port) {
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = dst_mac;
+        standard_metadata.egress_spec = port;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    table ipv4_lpm {
+        key = { hdr.ipv4.dst_addr : lpm; }
+        actions = { ipv4_forward; drop; }
+        default_action = drop();
+        size = 1024;
+    }
+
+    apply {
+        port_in.count((bit<32>)standard_metadata.ingress_port);
+        if (hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
+            ipv4_lpm.apply();
+            if (hdr.agg.isValid() && hdr.vec.isValid()) {
+                aggregation.apply(hdr, meta, standard_metadata);
+            }
+        } else {
+            drop();
+        }
+    }
+}
+
+control InnetEgress(inout headers_t hdr, inout metadata_t meta,
+                    inout standard_metadata_t standard_metadata) {
+    counter(PORT_COUNTERS, CounterType.packets_and_bytes) port_out;
+    counter(PORT_COUNTERS, CounterType.packets) ecn_marked;
+
+    action set_ecn_threshold(bit<19> threshold) {
+        meta.ecn_enabled = 1;
+        meta.ecn_threshold = threshold;
+    }
+
+    action ecn_off() {
+        meta.ecn_enabled = 0;
+    }
+
+    /* keyless: the controller sets the default action, one threshold per switch */
+    table ecn_config {
+        actions = { set_ecn_threshold; ecn_off; }
+        default_action = ecn_off();
+        size = 1;
+    }
+
+    apply {
+        port_out.count((bit<32>)standard_metadata.egress_port);
+        if (hdr.ipv4.isValid()) {
+            ecn_config.apply();
+            if (meta.ecn_enabled == 1 && (hdr.ipv4.ecn == 1 || hdr.ipv4.ecn == 2)
+                    && standard_metadata.enq_qdepth >= meta.ecn_threshold) {
+                hdr.ipv4.ecn = 3;
+                ecn_marked.count((bit<32>)standard_metadata.egress_port);
+            }
+        }
+    }
+}
+
+V1Switch(InnetParser(), InnetVerifyChecksum(), InnetIngress(), InnetEgress(),
+         InnetComputeChecksum(), InnetDeparser()) main;

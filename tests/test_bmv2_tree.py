@@ -1,0 +1,136 @@
+"""Aggregation over a tree of three BMv2 switches, plans deployed and changed by the controller.
+
+    h0 - s1 -+- s2 - h1, h2
+             +- s3 - h3, h4
+
+Merged packets from blue children are merged again by a blue parent (bitmaps OR, counts add),
+and moving from one plan to another rewrites only the entries that differ.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from controller import aggpacket as ap
+from controller.p4rt import intent as it
+from controller.p4rt.bmv2 import (
+    BMv2Switch,
+    host_namespaces,
+    in_netns,
+    missing_tools,
+    start_switch,
+    veth_links,
+)
+from controller.p4rt.client import SwitchAddress, SwitchClient
+from controller.p4rt.deploy import DeployResult, deploy
+from controller.p4rt.schema import load_pipeline
+from controller.topology import Topology, topology_from_dict
+
+_missing = missing_tools("simple_switch_grpc", "ip", "sysctl")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="BMv2 tests make namespaces and veths: root"),
+    pytest.mark.skipif(bool(_missing), reason=f"not on PATH: {', '.join(_missing)} (BMv2)"),
+]
+
+PIPE = load_pipeline()
+HOSTS = {f"h{i}": (f"10.0.0.{i + 2}", f"08:00:00:00:00:{i + 1:02x}") for i in range(5)}
+WORKERS = ["h1", "h2", "h3", "h4"]
+EDGE = {"h0": ("s1", 1), "h1": ("s2", 2), "h2": ("s2", 3), "h3": ("s3", 2), "h4": ("s3", 3)}
+
+
+@dataclass
+class Tree:
+    topo: Topology
+    switches: dict[str, BMv2Switch]
+    rx: socket.socket
+    netns: dict[str, str]
+
+    @property
+    def addresses(self) -> dict[str, SwitchAddress]:
+        return {n: s.address for n, s in self.switches.items()}
+
+    def deploy(self, blue: list[str]) -> DeployResult:
+        w = it.workload_from_dict({"job": 4, "workers": WORKERS}, self.topo)
+        jp = it.plan_job(self.topo, w, blue=blue)
+        return deploy(self.addresses, it.network_intent(self.topo, [jp]).entries(), PIPE)
+
+    def events(self, name: str) -> list[int]:
+        with SwitchClient(self.addresses[name], PIPE.schema, writer=False) as c:
+            got = c.read_counters("agg_events")
+        return [got[i][0] for i in range(5)]
+
+    def round(self, r: int, vecs: dict[str, list[int]]) -> list[ap.AggPacket]:
+        for h in WORKERS:
+            with in_netns(self.netns[h]):
+                ap.send_contribution(HOSTS["h0"][0], 4, r, WORKERS.index(h), vecs[h])
+        out = []
+        while select.select([self.rx], [], [], 0.4)[0]:
+            out.append(ap.decode(self.rx.recv(65535)))
+        return out
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
+    data = {"name": "three", "switches": {"s1": {}, "s2": {}, "s3": {}},
+            "hosts": {h: {"ip": ip, "mac": mac} for h, (ip, mac) in HOSTS.items()},
+            "links": [[h, f"{s}-p{p}"] for h, (s, p) in EDGE.items()]
+            + [["s1-p2", "s2-p1"], ["s1-p3", "s3-p1"]],
+            "aggregation": {"destination": "h0"}}
+    topo = topology_from_dict(data)
+    run = tmp_path_factory.mktemp("bmv2tree")
+    tag = f"{os.getpid() % 100000}"
+    switches: dict[str, BMv2Switch] = {}
+    with host_namespaces(HOSTS, tag) as hosts, veth_links(2, tag) as links:
+        ports: dict[str, dict[int, str]] = {"s1": {}, "s2": {}, "s3": {}}
+        for h, (s, p) in EDGE.items():
+            ports[s][p] = hosts[h].switch_intf
+        (a12, b12), (a13, b13) = links
+        ports["s1"][2], ports["s2"][1], ports["s1"][3], ports["s3"][1] = a12, b12, a13, b13
+        try:
+            for s in ("s1", "s2", "s3"):
+                switches[s] = start_switch(s, run, interfaces=ports[s])
+            with in_netns(hosts["h0"].netns):
+                rx = ap.receiver_socket()
+            with rx:
+                yield Tree(topo, switches, rx, {h: hosts[h].netns for h in hosts})
+        finally:
+            for sw in switches.values():
+                sw.stop()
+
+
+VECS = {h: [(i + 1) * (k + 1) * (-1) ** k for k in range(32)] for i, h in enumerate(WORKERS)}
+
+
+def test_blue_children_and_a_blue_parent_deliver_one_packet(tree: Tree) -> None:
+    first = tree.deploy(["s1", "s2", "s3"])
+    assert first.pipelines == 3
+    got = tree.round(1, VECS)
+    assert len(got) == 1, got
+    (pkt,) = got
+    assert (pkt.bitmap, pkt.count, pkt.merged) == (0b1111, 4, True)
+    assert pkt.values == ap.wrap_sum(VECS.values())
+    # s2, s3: two workers each; s1: the two merged packets of its children
+    assert tree.events("s1")[:2] == tree.events("s2")[:2] == tree.events("s3")[:2] == [1, 1]
+
+
+def test_a_new_plan_rewrites_only_what_differs_and_still_sums(tree: Tree) -> None:
+    tree.deploy(["s1", "s2", "s3"])
+    moved = tree.deploy(["s2", "s3"])  # s1 turns red: one delete, nothing else
+    assert moved.writes == 1 and moved.pipelines == 0
+    assert [e.table for e in moved.switches["s1"].diff.delete] == [it.T_AGG]
+    got = tree.round(2, VECS)
+    assert sorted((p.bitmap, p.count) for p in got) == [(0b0011, 2), (0b1100, 2)]
+    assert ap.wrap_sum(p.values for p in got) == ap.wrap_sum(VECS.values())
+    w = it.workload_from_dict({"job": 4, "workers": WORKERS}, tree.topo)
+    assert it.plan_job(tree.topo, w, "soar", 1).blue == ("s1",)
+    back = tree.deploy(["s1"])
+    assert back.writes == 3  # s1 insert, s2 and s3 delete
+    got = tree.round(3, VECS)
+    assert [(p.bitmap, p.count) for p in got] == [(0b1111, 4)]
+    assert got[0].values == ap.wrap_sum(VECS.values())

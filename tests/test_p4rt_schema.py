@@ -1,0 +1,134 @@
+"""P4Info names and widths, value encodings, and Entry <-> protobuf symmetry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.errors import InputError
+from controller.p4rt import encode
+from controller.p4rt import intent as it
+from controller.p4rt.schema import (
+    decode_value,
+    encode_value,
+    int_to_ip,
+    int_to_mac,
+    ip_to_int,
+    load_pipeline,
+    mac_to_int,
+)
+from controller.topology import load_topology
+
+ROOT = Path(__file__).resolve().parent.parent
+PIPE = load_pipeline()
+SCHEMA = PIPE.schema
+
+
+def test_the_names_the_intent_uses_exist_with_the_widths_it_assumes() -> None:
+    lpm = SCHEMA.table(it.T_ROUTES)
+    assert [(f.name.rsplit(".", 1)[-1], f.bitwidth, f.match_type) for f in lpm.match_fields] \
+        == [("dst_addr", 32, "lpm")]
+    agg = SCHEMA.table(it.T_AGG)
+    assert [(f.bitwidth, f.match_type) for f in agg.match_fields] == [(16, "exact")]
+    assert SCHEMA.table(it.T_ECN).keyless
+    widths = {a: [(p.name, p.bitwidth) for p in SCHEMA.action(a).params]
+              for a in (it.A_FORWARD, it.A_AGGREGATE, it.A_ECN_ON, it.A_ECN_OFF)}
+    assert widths == {it.A_FORWARD: [("dst_mac", 48), ("port", 9)],
+                      it.A_AGGREGATE: [("expected", 32), ("slot_base", 16)],
+                      it.A_ECN_ON: [("threshold", 19)], it.A_ECN_OFF: []}
+    for name, size in (("port_in", 512), ("port_out", 512), ("ecn_marked", 512),
+                       ("agg_events", 8)):
+        assert SCHEMA.counter(name).size == size
+    # full names resolve too, and aliases are what reads report
+    full = SCHEMA.table(it.T_ROUTES).name
+    assert SCHEMA.table(full).alias == it.T_ROUTES
+
+
+def test_unknown_names_are_input_errors_listing_what_exists() -> None:
+    with pytest.raises(InputError, match=r"no table 'nope'.*ipv4_lpm"):
+        SCHEMA.table("nope")
+    with pytest.raises(InputError, match="no parameter 'x'"):
+        SCHEMA.action(it.A_FORWARD).param("x")
+
+
+def test_pipeline_is_loaded_once_and_named_by_a_cookie(tmp_path: Path) -> None:
+    assert load_pipeline() is PIPE
+    assert PIPE.cookie != 0 and PIPE.device_config.startswith(b"{")
+    other = tmp_path / "innet.json"
+    other.write_bytes(PIPE.device_config + b" ")
+    assert load_pipeline(None, str(other)).cookie != PIPE.cookie
+    with pytest.raises(InputError, match="cannot read P4Info"):
+        load_pipeline(str(tmp_path / "none.txt"))
+    bad = tmp_path / "bad.txt"
+    bad.write_text("tables { nonsense")
+    with pytest.raises(InputError, match="not a P4Info"):
+        load_pipeline(str(bad))
+
+
+def test_values_are_canonical_bytestrings() -> None:
+    assert encode_value(0, 9) == b"\x00"
+    assert encode_value(1, 9) == b"\x01"
+    assert encode_value(511, 9) == b"\x01\xff"
+    assert encode_value(0x0A000002, 32) == b"\x0a\x00\x00\x02"
+    assert encode_value(0x000102, 48) == b"\x01\x02"
+    with pytest.raises(ValueError, match="does not fit in 9 bits"):
+        encode_value(512, 9)
+    with pytest.raises(ValueError):
+        encode_value(-1, 8)
+    assert decode_value(b"\x00\x01\xff") == 511
+    assert int_to_ip(ip_to_int("10.1.2.3")) == "10.1.2.3"
+    assert int_to_mac(mac_to_int("08:00:00:0A:0b:0c")) == "08:00:00:0a:0b:0c"
+
+
+def test_every_entry_the_intent_makes_survives_a_round_trip() -> None:
+    topo = load_topology(ROOT / "topologies" / "bt15.json")
+    w = it.workload_from_dict({"job": 300, "workers": [f"h{i}" for i in range(1, 17)]}, topo)
+    for threshold in (None, 0, 20, (1 << 19) - 1):
+        intent = it.derive(topo, [w], "soar", 4, ecn_threshold=threshold)
+        for entries in intent.entries().values():
+            for e in entries:
+                te = encode.table_entry(SCHEMA, e)
+                assert encode.entry_from_proto(SCHEMA, te) == e
+                assert encode.normalise(SCHEMA, e) == e
+
+
+def test_lpm_values_are_masked_to_the_prefix() -> None:
+    e = it.Entry(it.T_ROUTES, (it.Match("dst_addr", ip_to_int("10.1.2.3"), 16),), it.A_FORWARD,
+                 (("dst_mac", 1), ("port", 1)))
+    te = encode.table_entry(SCHEMA, e)
+    assert te.match[0].lpm.value == b"\x0a\x01\x00\x00" and te.match[0].lpm.prefix_len == 16
+
+
+@pytest.mark.parametrize("entry, message", [
+    (it.Entry("nope", (), "ecn_off", (), default=True), "no table 'nope'"),
+    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), "aggregate",
+              (("expected", 1), ("slot_base", 0))), "has no action aggregate"),
+    (it.Entry(it.T_ECN, (), it.A_ECN_OFF, ()), "keyless"),
+    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 33),), it.A_FORWARD,
+              (("dst_mac", 1), ("port", 1))), "prefix length 33"),
+    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), it.A_FORWARD,
+              (("dst_mac", 1), ("port", 512))), "parameter port: 512 does not fit in 9 bits"),
+    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), it.A_FORWARD, (("port", 1),)),
+     r"takes \(dst_mac, port\)"),
+    (it.Entry(it.T_AGG, (it.Match("job", 1 << 16),), it.A_AGGREGATE,
+              (("expected", 1), ("slot_base", 0))), "field job: 65536 does not fit"),
+    (it.Entry(it.T_AGG, (it.Match("nope", 1),), it.A_AGGREGATE,
+              (("expected", 1), ("slot_base", 0))), "no match field 'nope'"),
+    (it.Entry(it.T_AGG, (it.Match("job", 1, 8),), it.A_AGGREGATE,
+              (("expected", 1), ("slot_base", 0))), "exact, not a prefix"),
+    (it.Entry(it.T_ECN, (it.Match("x", 1),), it.A_ECN_OFF, (), default=True), "no match"),
+])
+def test_entries_the_program_cannot_hold_are_refused_by_name(entry: it.Entry,
+                                                             message: str) -> None:
+    with pytest.raises(encode.EncodeError, match=message):
+        encode.table_entry(SCHEMA, entry)
+
+
+def test_counter_read_entities() -> None:
+    ent = encode.read_counter(SCHEMA, "ecn_marked", 3)
+    assert ent.counter_entry.counter_id == SCHEMA.counter("ecn_marked").id
+    assert ent.counter_entry.index.index == 3
+    assert not encode.read_counter(SCHEMA, "ecn_marked").counter_entry.HasField("index")
+    with pytest.raises(InputError, match=r"indices 0..7"):
+        encode.read_counter(SCHEMA, "agg_events", 8)
