@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from controller import routing
 from controller.aggpacket import SLOTS_PER_JOB
 from controller.errors import InputError
 from controller.p4rt import intent as it
@@ -138,7 +139,7 @@ def test_ties_go_to_the_first_name_in_natural_order_then_the_lowest_port() -> No
         "links": [["h0", "s1-p1"], ["s1-p2", "s10-p1"], ["s1-p3", "s9-p1"],
                   ["s10-p2", "s4-p1"], ["s9-p2", "s4-p2"], ["s9-p3", "s4-p5"],
                   ["s9-p4", "s4-p3"], ["h1", "s4-p4"]]})
-    hops = it.next_hops(topo, "h0")
+    hops = routing.next_hops(topo, "h0")
     assert hops["s4"].neighbour == "s9"  # s9 < s10 naturally, though "s10" < "s9" as text
     assert hops["s4"].port == 2          # of the three links s4-s9, the lowest port
     assert (hops["s1"].neighbour, hops["s1"].port) == ("h0", 1)
@@ -177,7 +178,7 @@ def _simulate(jp: it.JobPlan, topo: Topology) -> dict[str, list[int]]:
     """Independently of SOAR's formulas: send each worker's packet up its route; a blue switch
     absorbs what reaches it and, once everything from below is in, sends one packet with the
     OR of the bitmaps. Returns, per blue switch, the bitmaps of the packets that reach it."""
-    hops = it.next_hops(topo, jp.workload.destination)
+    hops = routing.next_hops(topo, jp.workload.destination)
     blue = set(jp.blue)
     arrived: dict[str, list[int]] = {b: [] for b in blue}
 
@@ -293,3 +294,19 @@ def test_describe_reads_well() -> None:
     assert text[-1] == "ECN: mark CE at queue depth >= 20"
     other = it.Entry("t", (it.Match("f", 10),), "a", (("x", 1),))
     assert it.describe(other) == "t [f=0xa] -> a(x=1)"
+
+
+def test_equal_cost_next_hops_spread_over_the_spines() -> None:
+    topo = load_topology(Path(__file__).resolve().parent.parent / "topologies" /
+                         "leafspine24.json")
+    spines = {routing.next_hops(topo, h)["l1"].neighbour for h in topo.hosts
+              if topo.host_switch(h)[0] != "l1"}
+    assert spines == {"sp1", "sp2"}
+    # destination-based: from every leaf, a host's traffic takes that host's one spine
+    for h in topo.hosts:
+        hops = routing.next_hops(topo, h)
+        firsts = {hops[leaf].neighbour for leaf in ("l1", "l2", "l3", "l4", "l5", "l6")
+                  if leaf != topo.host_switch(h)[0]}
+        assert len(firsts) == 1
+    assert routing.host_path(topo, "h1", "h5")[0] == "h1"
+    assert routing.host_path(topo, "h1", "h5")[-1] == "h5"

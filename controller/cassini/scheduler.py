@@ -3,9 +3,10 @@
 A cluster is a `controller.topology.Topology` whose hosts carry GPUs (`gpus`, default 1);
 a job gets one GPU slot per GPU it asks for. A job spanning several hosts runs a ring
 all-reduce: host i sends to host i+1 (and the last to the first) at the rate of the job's Up
-phase, along one shortest path per pair (equal-cost paths are split by a hash of the pair,
-as ECMP would). So the links shared by two or more jobs are, on a leaf-spine, the uplinks
-and downlinks of racks that hold pieces of several jobs.
+phase, along the path the switches forward on (`controller.routing`: shortest, equal-cost
+choices spread by destination), so the links CASSINI plans for are the ones the data plane
+loads. On a leaf-spine, the links shared by two or more jobs are the uplinks and downlinks
+of racks that hold pieces of several jobs.
 
 The base is Themis-like: jobs furthest behind their fair share (highest finish-time
 fairness rho = (waited + work) / work) get GPUs first; each job goes to the tightest rack
@@ -22,7 +23,6 @@ from __future__ import annotations
 import itertools
 import math
 import re
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +39,7 @@ from controller.cassini.geometry import (
 )
 from controller.cassini.profiles import JobProfile, Phase, check_names
 from controller.errors import InputError
+from controller.routing import Hop, host_path, next_hops
 from controller.topology import Topology
 
 LinkKey = tuple[str, str]
@@ -88,22 +89,20 @@ def cluster_from_topology(topology: Topology) -> Cluster:
 
 
 class _Router:
-    """Shortest paths between hosts, one per ordered pair, cached for the whole planning."""
+    """Host-to-host paths as the switches forward them (`controller.routing`), cached per
+    destination for the whole planning."""
 
     def __init__(self, topology: Topology) -> None:
-        self.graph = topology.graph()
+        self.topology = topology
+        self.hops: dict[str, dict[str, Hop]] = {}
         self.cache: dict[LinkKey, tuple[str, ...]] = {}
 
     def path(self, a: str, b: str) -> tuple[str, ...]:
         key = (a, b)
         if key not in self.cache:
-            import networkx as nx
-
-            try:
-                paths = sorted(tuple(p) for p in nx.all_shortest_paths(self.graph, a, b))
-            except nx.NetworkXNoPath:
-                raise InputError(f"hosts {a!r} and {b!r} are not connected") from None
-            self.cache[key] = paths[zlib.crc32(f"{a}>{b}".encode()) % len(paths)]
+            if b not in self.hops:
+                self.hops[b] = next_hops(self.topology, b)
+            self.cache[key] = host_path(self.topology, a, b, self.hops[b])
         return self.cache[key]
 
 

@@ -30,6 +30,7 @@ import numpy as np
 from controller.aggpacket import MAX_JOBS, MAX_WORKERS, SLOTS_PER_JOB, VECTOR_LEN
 from controller.errors import InputError
 from controller.p4rt.schema import int_to_ip, int_to_mac, ip_to_int, mac_to_int
+from controller.routing import next_hops
 from controller.soar.baselines import run_strategy
 from controller.soar.model import Plan, Tree, check_k, make_plan, messages, natural_key
 from controller.topology import Topology
@@ -151,53 +152,6 @@ def load_workload(path: str | Path, topology: Topology) -> Workload:
 
 # ---------------------------------------------------------------------------------------------
 # Routing
-
-
-@dataclass(frozen=True, slots=True)
-class Hop:
-    """How switch `switch` reaches a host: out of `port`, to `neighbour` (a switch or the host)."""
-
-    switch: str
-    port: int
-    neighbour: str
-    rate: float
-
-
-def _switch_links(topo: Topology) -> dict[str, list[tuple[int, str, float]]]:
-    """Per switch: (port, far switch, rate) of its switch-to-switch links."""
-    out: dict[str, list[tuple[int, str, float]]] = {s: [] for s in topo.switches}
-    for link in topo.links:
-        a, b = link.a, link.b
-        if a.node in topo.switches and b.node in topo.switches:
-            assert a.port is not None and b.port is not None
-            out[a.node].append((a.port, b.node, link.rate))
-            out[b.node].append((b.port, a.node, link.rate))
-    return out
-
-
-def next_hops(topo: Topology, host: str) -> dict[str, Hop]:
-    """For every switch that can reach `host`, its next hop toward it."""
-    links = _switch_links(topo)
-    edge, edge_port = topo.host_switch(host)
-    host_rate = next(link.rate for link, far in topo.neighbours(host) if far.node == edge)
-    dist = {edge: 0}
-    frontier = [edge]
-    while frontier:
-        nxt: list[str] = []
-        for s in frontier:
-            for _, far, _ in links[s]:
-                if far not in dist:
-                    dist[far] = dist[s] + 1
-                    nxt.append(far)
-        frontier = nxt
-    hops = {edge: Hop(edge, edge_port, host, host_rate)}
-    for s, d in dist.items():
-        if s == edge:
-            continue
-        port, far, rate = min(((p, f, r) for p, f, r in links[s] if dist.get(f) == d - 1),
-                              key=lambda c: (natural_key(c[1]), c[0]))
-        hops[s] = Hop(s, port, far, rate)
-    return hops
 
 
 @dataclass(frozen=True, slots=True)
