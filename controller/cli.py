@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     from controller import pcap
 
     pcap.register(sub)
+    from controller.emulation import cli as emulation_cli
+
+    emulation_cli.register(sub)
+    from controller import demo
+
+    demo.register(sub)
     return parser
 
 

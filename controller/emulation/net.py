@@ -121,15 +121,15 @@ def _bmv2_switch_class() -> type:
                      **kwargs: Any) -> None:
             Switch.__init__(self, name, **kwargs)
             self.json_path = json_path
-            self.ports = ports
+            self.addresses = ports
             self.log_dir = Path(log_dir)
             self.pcap_dir = pcap_dir
             self.log_level = log_level
             self.proc: subprocess.Popen[bytes] | None = None
 
         def start(self, _controllers: Any) -> None:
-            args = ["simple_switch_grpc", "--device-id", str(self.ports.device_id),
-                    "--thrift-port", str(self.ports.thrift_port), "--no-p4" if not
+            args = ["simple_switch_grpc", "--device-id", str(self.addresses.device_id),
+                    "--thrift-port", str(self.addresses.thrift_port), "--no-p4" if not
                     self.json_path else ""]
             args = [a for a in args if a]
             for port, intf in sorted(self.intfs.items()):
@@ -140,16 +140,16 @@ def _bmv2_switch_class() -> type:
             args += ["-L", self.log_level, "--log-file", str(self.log_dir / f"{self.name}")]
             if self.json_path:
                 args.append(self.json_path)
-            args += ["--", "--grpc-server-addr", self.ports.grpc_address]
+            args += ["--", "--grpc-server-addr", self.addresses.grpc_address]
             out = (self.log_dir / f"{self.name}.out").open("wb")
             log.info("[%s] %s", self.name, " ".join(args))
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
             out.close()
-            if not wait_for_port(self.ports.grpc_port, 15.0, self.proc):
+            if not wait_for_port(self.addresses.grpc_port, 15.0, self.proc):
                 tail = log_tail(self.log_dir / f"{self.name}.out")
                 raise EmulationError(f"switch {self.name!r} did not open gRPC on "
-                                     f"{self.ports.grpc_address}; its log ends:\n{tail}")
+                                     f"{self.addresses.grpc_address}; its log ends:\n{tail}")
 
         def stop(self, deleteIntfs: bool = True) -> None:  # Mininet's signature
             if self.proc is not None and self.proc.poll() is None:

@@ -1,0 +1,133 @@
+"""`innet run aggregation|cassini`: the experiments on BMv2 switches in Mininet."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from controller.emulation.net import EmulationError, require_bmv2, require_mininet
+from controller.errors import InputError
+from controller.soar.baselines import STRATEGIES
+
+NEEDS = ("Needs root, Debian's mininet (./setup.sh installs it) and BMv2's simple_switch_grpc "
+         "on PATH (see README, 'The P4 toolchain', or use the Vagrantfile's VM).")
+
+
+def default_out(kind: str) -> Path:
+    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser("run", help="Mininet experiments on BMv2 switches",
+                         description="Experiments on an emulated network of BMv2 switches. "
+                                     + NEEDS)
+    rsub = run.add_subparsers(dest="run_command", metavar="EXPERIMENT", required=True)
+    agg = rsub.add_parser(
+        "aggregation",
+        help="deploy each strategy's plan, send vectors, compare measured cost with phi",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Start the topology in Mininet, then for each strategy: plan (SOAR or a baseline),\n"
+            "deploy the plan (only the difference from the previous one is written), let the\n"
+            "workers send a vector per round, check every round's sum at the destination\n"
+            "exactly, and turn the switches' egress counters into the measured cost\n"
+            "(sum over uplinks of packets per round / rate), next to the predicted phi.\n\n"
+            "Writes to --out: topology.json, plan.json, logs/ (switch logs, receiver output),\n"
+            "results.json (per strategy: strategy, k, blue, rounds, predicted_cost,\n"
+            "measured_cost, sums_exact, ...), aggregation.png and summary.md.\n\n" + NEEDS),
+    )
+    agg.add_argument("--topology", required=True, help="topology JSON (e.g. topologies/bt15.json)")
+    agg.add_argument("--workload", help="workload JSON {job, destination, workers}; default: "
+                                        "every host but the topology's destination, job 1")
+    agg.add_argument("--strategy", action="append", choices=list(STRATEGIES),
+                     help="strategy to run (repeat for several; default: all)")
+    agg.add_argument("-k", type=int, default=4, help="blue switches at most (default 4)")
+    agg.add_argument("--rounds", type=int, default=5, help="rounds per strategy (default 5)")
+    agg.add_argument("--seed", type=int, default=0, help="seeds the vectors and random")
+    agg.add_argument("--pcap", action="store_true", help="capture every switch port")
+    agg.add_argument("--out", type=Path, default=None,
+                     help="run folder (default runs/aggregation-DATE)")
+    agg.set_defaults(func=cmd_aggregation)
+
+    cas = rsub.add_parser(
+        "cassini",
+        help="CASSINI's placement without and with its time shifts: CE marks, iteration times",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "CASSINI places the jobs of --jobs on --topology and computes time shifts. In\n"
+            "Mininet, every switch port drains --capacity-pps packets/s (the slowest link's\n"
+            "capacity; Gbps scale to packets/s by the same factor), the switches mark CE above\n"
+            "--ecn-threshold queued packets, and each job's ring flows send paced UDP (ECT(0))\n"
+            "in its Up phases from epoch + shift. The same placement runs with all shifts 0,\n"
+            "then with CASSINI's. Writes results.json, cassini.png (marks, iteration-time CDF),\n"
+            "summary.md, plan.json and logs/ to --out.\n\n" + NEEDS),
+    )
+    cas.add_argument("--topology", required=True,
+                     help="topology JSON with link Mbps (e.g. topologies/leafspine24.json)")
+    cas.add_argument("--jobs", required=True,
+                     help="jobs JSON (e.g. examples/jobs-vgg19-pair-leafspine.json)")
+    cas.add_argument("--iterations", type=int, default=30, help="per job (default 30)")
+    cas.add_argument("--capacity-pps", type=int, default=800,
+                     help="packets/s standing for the slowest link's capacity (default 800)")
+    cas.add_argument("--queue-depth", type=int, default=100, help="packets (default 100)")
+    cas.add_argument("--ecn-threshold", type=int, default=20,
+                     help="queued packets above which ECT packets are marked CE (default 20)")
+    cas.add_argument("--seed", type=int, default=0)
+    cas.add_argument("--pcap", action="store_true", help="capture every switch port")
+    cas.add_argument("--out", type=Path, default=None,
+                     help="run folder (default runs/cassini-DATE)")
+    cas.set_defaults(func=cmd_cassini)
+
+
+def _check_environment() -> None:
+    for why in (require_mininet(), require_bmv2()):
+        if why:
+            raise InputError(f"cannot run the experiment: {why}. {NEEDS}")
+
+
+def cmd_aggregation(args: argparse.Namespace) -> int:
+    from controller.emulation.aggregation import DEFAULT_STRATEGIES, run_aggregation
+    from controller.table import format_table
+
+    _check_environment()
+    out = args.out or default_out("aggregation")
+    strategies = tuple(args.strategy) if args.strategy else DEFAULT_STRATEGIES
+    try:
+        results = run_aggregation(args.topology, out, strategies=strategies, k=args.k,
+                                  rounds=args.rounds, workload_path=args.workload,
+                                  seed=args.seed, pcap=args.pcap)
+    except EmulationError as exc:
+        raise InputError(str(exc)) from None
+    rows = [[r.strategy, ",".join(r.blue) or "-", r.predicted_cost, r.measured_cost,
+             "yes" if r.sums_exact else "NO", r.writes] for r in results]
+    print(format_table(["strategy", "blue", "predicted phi", "measured", "sums exact",
+                        "writes"], rows, digits=4))
+    print(f"\nrun folder: {out} (results.json, aggregation.png, summary.md)")
+    ok = all(abs(r.predicted_cost - r.measured_cost) < 1e-9 * max(1.0, r.predicted_cost)
+             and r.sums_exact for r in results)
+    return 0 if ok else 1
+
+
+def cmd_cassini(args: argparse.Namespace) -> int:
+    from controller.emulation.cassini_run import run_cassini
+    from controller.table import format_table
+
+    _check_environment()
+    out = args.out or default_out("cassini")
+    try:
+        result = run_cassini(args.topology, args.jobs, out, iterations=args.iterations,
+                             capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
+                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap)
+    except EmulationError as exc:
+        raise InputError(str(exc)) from None
+    rows = []
+    for r in result["runs"]:
+        times = [t for v in r["iteration_ms"].values() for t in v]
+        rows.append([r["label"], sum(r["ce_received"].values()), r["switch_marks"],
+                     sum(times) / len(times) if times else 0.0])
+    print(format_table(["run", "CE at receivers", "marked at switches", "mean iteration ms"],
+                       rows, digits=1))
+    print(f"\nrun folder: {out} (results.json, cassini.png, summary.md)")
+    return 0
