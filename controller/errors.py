@@ -7,6 +7,10 @@ status 2 instead of a traceback. Bugs stay ordinary exceptions and keep their tr
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 
 class InputError(ValueError):
     """Bad input from the user: the message names the file, node or field at fault."""
@@ -14,3 +18,28 @@ class InputError(ValueError):
     def __init__(self, message: str, *, source: str | None = None) -> None:
         self.source = source
         super().__init__(f"{source}: {message}" if source else message)
+
+
+def read_text(path: str | Path) -> str:
+    """A user's file as text; an unreadable one is an InputError naming it."""
+    p = Path(path)
+    try:
+        return p.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
+    except UnicodeDecodeError:
+        raise InputError("not a text file", source=str(p)) from None
+
+
+def parse_json(text: str, source: str | None) -> Any:
+    """JSON, or an InputError that names the file and the line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}",
+                         source=source) from None
+
+
+def read_json(path: str | Path) -> Any:
+    """Every input file of innet is read through here, so every one fails the same way."""
+    return parse_json(read_text(path), str(path))

@@ -21,14 +21,13 @@ This module is a description only; `controller.mininet` turns it into a running 
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.errors import InputError
+from controller.errors import InputError, read_json
 
 _PORT = re.compile(r"^(?P<node>[A-Za-z][\w.]*)-p(?P<port>\d+)$")
 _MAC = re.compile(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$")
@@ -363,14 +362,4 @@ def _parse_links(raw: Any, hosts: dict[str, Host], switches: dict[str, Switch],
 
 
 def load_topology(path: str | Path) -> Topology:
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}",
-                         source=str(p)) from None
-    return topology_from_dict(data, source=str(p))
+    return topology_from_dict(read_json(path), source=str(path))

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from controller.errors import InputError
+from controller.errors import InputError, parse_json, read_text
 
 DEFAULT_GPUS = 2
 DEFAULT_WORK_MS = 3_600_000.0
@@ -269,10 +269,7 @@ def jobs_from_data(data: Any, *, source: str | None = None) -> tuple[JobProfile,
 def load_jobs(path: str | Path) -> tuple[JobProfile, ...]:
     """Read a jobs file: JSON, or YAML (.yaml/.yml) when PyYAML is installed."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
+    text = read_text(p)
     if p.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml  # type: ignore[import-untyped]
@@ -284,11 +281,7 @@ def load_jobs(path: str | Path) -> tuple[JobProfile, ...]:
         except yaml.YAMLError as exc:
             raise InputError(f"not valid YAML: {exc}", source=str(p)) from None
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}",
-                             source=str(p)) from None
+        data = parse_json(text, str(p))
     return jobs_from_data(data, source=str(p))
 
 

@@ -19,7 +19,6 @@ packet carrying the OR of theirs. Bitmaps make duplicates detectable by overlap.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from controller.aggpacket import MAX_JOBS, MAX_WORKERS, SLOTS_PER_JOB, VECTOR_LEN
-from controller.errors import InputError
+from controller.errors import InputError, read_json
 from controller.p4rt.schema import int_to_ip, int_to_mac, ip_to_int, mac_to_int
 from controller.routing import next_hops
 from controller.soar.baselines import run_strategy
@@ -139,15 +138,7 @@ def workload_from_dict(data: Any, topology: Topology, *, source: str | None = No
 
 
 def load_workload(path: str | Path, topology: Topology) -> Workload:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}",
-                         source=str(p)) from None
-    return workload_from_dict(data, topology, source=str(p))
+    return workload_from_dict(read_json(path), topology, source=str(path))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ forwards for top-down ones without recursion. Names are kept only at the edges (
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from controller.errors import InputError
+from controller.errors import InputError, read_json
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -266,16 +265,7 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
 
 def load_tree(path: str | Path) -> Tree:
     """Read an instance file; every problem is an InputError naming the file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}", source=str(p)) from None
-    return tree_from_dict(data, source=str(p))
+    return tree_from_dict(read_json(path), source=str(path))
 
 
 def tree_to_dict(tree: Tree) -> dict[str, Any]:
