@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,14 +32,7 @@ PIPE = load_pipeline()
 ALL = [f"h{i}" for i in range(1, 17)]
 
 
-@pytest.fixture(autouse=True)
-def no_threads_left() -> Iterator[None]:
-    before = set(threading.enumerate())
-    yield
-    left = [t for t in threading.enumerate() if t not in before and not t.daemon and t.is_alive()]
-    for t in left:
-        t.join(timeout=2)
-    assert not [t for t in left if t.is_alive()], "a P4Runtime client was not closed"
+pytestmark = pytest.mark.usefixtures("no_p4runtime_threads_left")
 
 
 @pytest.fixture

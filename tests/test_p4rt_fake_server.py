@@ -7,7 +7,6 @@ update semantics, arbitration.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,15 +35,7 @@ FWD = S.action(it.A_FORWARD)
 AGGA = S.action(it.A_AGGREGATE)
 
 
-@pytest.fixture(autouse=True)
-def no_threads_left() -> Iterator[None]:
-    """p4runtime-shell's stream thread is not a daemon: a client left open hangs the exit."""
-    before = set(threading.enumerate())
-    yield
-    left = [t for t in threading.enumerate() if t not in before and not t.daemon and t.is_alive()]
-    for t in left:
-        t.join(timeout=2)
-    assert not [t for t in left if t.is_alive()], "a P4Runtime client was not closed"
+pytestmark = pytest.mark.usefixtures("no_p4runtime_threads_left")
 
 
 @pytest.fixture

@@ -239,25 +239,21 @@ def plot_fig8(points: Sequence[Row], out: Path) -> list[str]:
     names = {"wc": "word count", "ps": "parameter server"}
     panels: list[tuple[str, str, Callable[[Any], None]]] = []
 
-    def util(ax: Any) -> None:
-        for use_case in ("wc", "ps"):
-            for dist, ls in (("uniform", "-"), ("power-law", ":")):
-                xs, ys, es = _series(points, "k", "util", strategy="soar", use_case=use_case,
-                                     distribution=dist)
-                ax.errorbar(xs, ys, yerr=es, ls=ls, marker="o", capsize=2,
-                            label=f"{names[use_case]}, {dist}")
-        ax.set_ylabel("utilisation / all-red")
-        ax.set_title("SOAR: utilisation (messages)", fontsize=10)
+    def soar_metric(metric: str, label: str, title: str) -> Callable[[Any], None]:
+        def draw(ax: Any) -> None:
+            for use_case in ("wc", "ps"):
+                for dist, ls in (("uniform", "-"), ("power-law", ":")):
+                    xs, ys, es = _series(points, "k", metric, strategy="soar",
+                                         use_case=use_case, distribution=dist)
+                    ax.errorbar(xs, ys, yerr=es, ls=ls, marker="o", capsize=2,
+                                label=f"{names[use_case]}, {dist}")
+            ax.set_ylabel(label)
+            ax.set_title(title, fontsize=10)
 
-    def byte(ax: Any) -> None:
-        for use_case in ("wc", "ps"):
-            for dist, ls in (("uniform", "-"), ("power-law", ":")):
-                xs, ys, es = _series(points, "k", "bytes", strategy="soar", use_case=use_case,
-                                     distribution=dist)
-                ax.errorbar(xs, ys, yerr=es, ls=ls, marker="o", capsize=2,
-                            label=f"{names[use_case]}, {dist}")
-        ax.set_ylabel("bytes / all-red")
-        ax.set_title("SOAR: byte complexity", fontsize=10)
+        return draw
+
+    util = soar_metric("util", "utilisation / all-red", "SOAR: utilisation (messages)")
+    byte = soar_metric("bytes", "bytes / all-red", "SOAR: byte complexity")
 
     def versus(ax: Any) -> None:
         for use_case, color in (("wc", "tab:orange"), ("ps", "tab:cyan")):
