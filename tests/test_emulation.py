@@ -89,13 +89,19 @@ def test_nothing_left_after_a_signal(tmp_path: Path, sig: int) -> None:
             print("interrupted", flush=True)
             sys.exit(130)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "up"
         os.kill(proc.pid, sig)
-        assert proc.wait(30) == 130
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            pytest.fail(f"the run did not stop within 60 s of the signal; stderr:\n{err}")
+        assert proc.returncode == 130, err
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -248,36 +249,52 @@ def _own_leftovers(topology: Topology) -> list[str]:
     return found
 
 
-def _cleanup(topology: Topology, net: Any | None) -> list[str]:
-    """Stop the network; then remove whatever it left. Returns what had to be removed."""
-    removed: list[str] = []
-    if net is not None:
+def _stop_within(net: Any, seconds: float) -> bool:
+    """Mininet's own stop, given a deadline: it reads from node shells, and a shell that died
+    under it would keep it waiting for ever. True when it finished."""
+    def stop() -> None:
         try:
             net.stop()
-        except Exception as exc:  # keep going: the fallback below removes the rest
+        except Exception as exc:  # keep going: the fallback removes the rest
             log.warning("mininet stop failed: %s", exc)
-        for sw in net.switches:
-            proc = getattr(sw, "proc", None)
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-                removed.append(f"process of {sw.name}")
-        for host in net.hosts:
-            if host.shell is not None or (host.pid and _alive(host.pid)):
-                with contextlib.suppress(Exception):
-                    host.terminate()
-    for ifname in _own_leftovers(topology):
-        subprocess.run(["ip", "link", "del", ifname], capture_output=True)
-        removed.append(ifname)
-    return removed
+
+    worker = threading.Thread(target=stop, name="mininet-stop", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return not worker.is_alive()
 
 
-def _alive(pid: int) -> bool:
+def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True) -> list[str]:
+    """Stop the network; then remove whatever it left. Returns what had to be removed.
+
+    A second Ctrl-C while this runs is ignored: stopping half-way is what leaves veths and
+    switch processes behind.
+    """
+    removed: list[str] = []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignore_sigint else None
     try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+        if net is not None:
+            if not _stop_within(net, 20.0):
+                removed.append("mininet stop (timed out after 20 s)")
+            for sw in net.switches:
+                proc = getattr(sw, "proc", None)
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait(5)
+                    removed.append(f"process of {sw.name}")
+            for node in (*net.hosts, *net.switches):
+                shell = getattr(node, "shell", None)
+                if shell is not None and shell.poll() is None:
+                    with contextlib.suppress(OSError):
+                        os.killpg(shell.pid, signal.SIGKILL)
+                    removed.append(f"shell of {node.name}")
+        for ifname in _own_leftovers(topology):
+            subprocess.run(["ip", "link", "del", ifname], capture_output=True)
+            removed.append(ifname)
+    finally:
+        if ignore_sigint:
+            signal.signal(signal.SIGINT, previous)
+    return removed
 
 
 @contextlib.contextmanager
@@ -317,7 +334,11 @@ def running_network(
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, on_term)
+    # SIGTERM and SIGINT both unwind through the cleanup below, whatever handler a library
+    # (Mininet, gRPC) may have installed for SIGINT
+    main = threading.current_thread() is threading.main_thread()  # signals: main thread only
+    previous = signal.signal(signal.SIGTERM, on_term) if main else None
+    previous_int = signal.signal(signal.SIGINT, on_term) if main else None
     net = None
     try:
         net = _build(topology, switch_kind, run_dir, json_path, pcap, ports, log_level)
@@ -326,7 +347,10 @@ def running_network(
         _prepare_hosts(topology, net)
         yield RunningNetwork(topology, net, run_dir, ports if switch_kind == "bmv2" else {})
     finally:
-        removed = _cleanup(topology, net)
-        signal.signal(signal.SIGTERM, previous)
+        if main:
+            signal.signal(signal.SIGINT, previous_int)
+        removed = _cleanup(topology, net, ignore_sigint=main)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         if removed:
             log.warning("removed what the network left behind: %s", ", ".join(removed))
