@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from controller.argtypes import int_at_least, positive_float
 from controller.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
 from controller.cassini.geometry import (
     DEFAULT_PRECISION_DEG,
@@ -57,24 +58,8 @@ def _precision(text: str) -> float:
                                          f"got {text!r}") from exc
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
+_positive = positive_float
+_count = int_at_least(1)
 
 
 def register(sub: Any) -> None:

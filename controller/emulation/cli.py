@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from controller.argtypes import int_at_least
 from controller.emulation.net import EmulationError, require_bmv2, require_mininet
 from controller.errors import InputError
 from controller.soar.baselines import STRATEGIES
@@ -43,8 +44,10 @@ def register(sub: Any) -> None:
                                         "every host but the topology's destination, job 1")
     agg.add_argument("--strategy", action="append", choices=list(STRATEGIES),
                      help="strategy to run (repeat for several; default: all)")
-    agg.add_argument("-k", type=int, default=4, help="blue switches at most (default 4)")
-    agg.add_argument("--rounds", type=int, default=5, help="rounds per strategy (default 5)")
+    agg.add_argument("-k", type=int_at_least(0), default=4,
+                     help="blue switches at most (default 4)")
+    agg.add_argument("--rounds", type=int_at_least(1), default=5,
+                     help="rounds per strategy (default 5)")
     agg.add_argument("--seed", type=int, default=0, help="seeds the vectors and random")
     agg.add_argument("--pcap", action="store_true", help="capture every switch port")
     agg.add_argument("--out", type=Path, default=None,
@@ -68,11 +71,12 @@ def register(sub: Any) -> None:
                      help="topology JSON with link Mbps (e.g. topologies/leafspine24.json)")
     cas.add_argument("--jobs", required=True,
                      help="jobs JSON (e.g. examples/jobs-vgg19-pair-leafspine.json)")
-    cas.add_argument("--iterations", type=int, default=30, help="per job (default 30)")
-    cas.add_argument("--capacity-pps", type=int, default=800,
+    cas.add_argument("--iterations", type=int_at_least(1), default=30, help="per job (default 30)")
+    cas.add_argument("--capacity-pps", type=int_at_least(10), default=800,
                      help="packets/s standing for the slowest link's capacity (default 800)")
-    cas.add_argument("--queue-depth", type=int, default=100, help="packets (default 100)")
-    cas.add_argument("--ecn-threshold", type=int, default=20,
+    cas.add_argument("--queue-depth", type=int_at_least(1), default=100,
+                     help="packets (default 100)")
+    cas.add_argument("--ecn-threshold", type=int_at_least(0), default=20,
                      help="queued packets above which ECT packets are marked CE (default 20)")
     cas.add_argument("--seed", type=int, default=0)
     cas.add_argument("--pcap", action="store_true", help="capture every switch port")

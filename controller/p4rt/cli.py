@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from controller.aggpacket import AGG_UDP_PORT
+from controller.argtypes import int_at_least
 from controller.errors import InputError
 from controller.p4rt.client import switch_addresses
 from controller.p4rt.deploy import DeployResult, SwitchStatus, deploy, status
@@ -29,14 +30,7 @@ from controller.topology import Topology, load_topology
 AGG_EVENT_NAMES = ("held", "emitted", "duplicate", "busy", "foreign")
 
 
-def _nonneg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+_nonneg = int_at_least(0)
 
 
 def _program_args(p: Any) -> None:
