@@ -24,6 +24,7 @@ innet: in-network computing on P4 switches.
   pcap      summarise a packet capture
   topo      generate and check topology files
   demo      everything this machine can run, one command
+  doctor    what this machine has and lacks for innet, and how to fix each part
 
 Run `innet COMMAND --help` for the options of each.
 """
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     from controller import demo
 
     demo.register(sub)
+    from controller import doctor
+
+    doctor.register(sub)
     return parser
 
 
