@@ -139,7 +139,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for line in skipped:
         print(f"  skipped: {line}")
     if skipped:
-        print("  To run the rest: use the Vagrantfile's VM (vagrant up), or build p4c and BMv2 "
-              "from the p4lang sources as README's 'The P4 toolchain' says, then run this "
-              "again as root.")
+        print("  To run the rest: as root, INNET_P4_BUNDLE=PATH/innet-p4-toolchain-debian12-"
+              "amd64.tar.xz ./setup.sh (Debian 12), ./setup.sh (Ubuntu, with the p4lang apt "
+              "packages) or the Vagrantfile's VM (vagrant up); `innet doctor` lists what is "
+              "missing and the command for each part.")
     return 0

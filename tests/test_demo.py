@@ -17,4 +17,4 @@ def test_demo_without_emulation(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (tmp_path / "cassini-vgg19-pair").is_dir()
     assert list((tmp_path / "cassini-13-jobs").glob("*.png"))
     assert "skipped: the BMv2 experiments" in out
-    assert "Vagrantfile" in out
+    assert "Vagrantfile" in out and "innet doctor" in out

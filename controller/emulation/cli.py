@@ -13,7 +13,7 @@ from controller.errors import InputError
 from controller.soar.baselines import STRATEGIES
 
 NEEDS = ("Needs root, Debian's mininet (./setup.sh installs it) and BMv2's simple_switch_grpc "
-         "on PATH (see README, 'The P4 toolchain', or use the Vagrantfile's VM).")
+         "on PATH (./setup.sh installs them; `innet doctor` says what is missing).")
 
 
 def default_out(kind: str) -> Path:

@@ -84,8 +84,9 @@ def require_bmv2() -> str | None:
     """Why BMv2 switches cannot run here, or None when they can."""
     missing = [b for b in ("simple_switch_grpc", "simple_switch_CLI") if shutil.which(b) is None]
     if missing:
-        return (f"{', '.join(missing)} not on PATH: build BMv2 from the p4lang sources (see "
-                "README, 'The P4 toolchain') or use the Vagrantfile's VM")
+        return (f"{', '.join(missing)} not on PATH: install the P4 toolchain with "
+                "INNET_P4_BUNDLE=... ./setup.sh as root (./setup.sh --help, README 'The P4 "
+                "toolchain'); innet doctor lists what else is missing")
     return None
 
 
