@@ -124,6 +124,12 @@ def check_mininet() -> list[Check]:
         path = shutil.which(tool)
         checks.append(Check("mininet", tool, path is not None, path or "not on PATH",
                             f"apt-get install {package}   (or {SETUP} as root)"))
+    if os.geteuid() == 0 and shutil.which("mnexec"):
+        status, out = _run(["mnexec", "-n", "true"])
+        checks.append(Check("mininet", "mnexec makes a network namespace", status == 0,
+                            "yes" if status == 0 else (out or f"exit {status}"),
+                            "run on the machine itself or in a VM; in a chroot, make its root "
+                            "a mount point first (mount --bind ROOT ROOT)"))
     try:
         import mininet.net  # noqa: F401
 

@@ -98,3 +98,19 @@ def test_this_machine_report_is_consistent_with_exit_status(capsys: pytest.Captu
     if os.environ.get("INNET_REQUIRE_P4", "") not in ("", "0"):
         missing = [c["name"] for c in report["checks"] if c["needed_for_demo"] and not c["ok"]]
         assert report["ready"], f"setup left these missing: {missing}"
+
+
+def test_mnexec_that_cannot_make_a_namespace_is_refused_not_hung(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a chroot whose / is no mount point, `mnexec -n` fails and Mininet would wait for a
+    dead shell's prompt forever: the harness must refuse up front with mnexec's words."""
+    from controller.emulation.net import mnexec_namespace_problem
+
+    fake = tmp_path / "mnexec"
+    fake.write_text("#!/bin/sh\necho 'remount: Invalid argument' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    problem = mnexec_namespace_problem()
+    assert problem is not None and "remount: Invalid argument" in problem
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    assert mnexec_namespace_problem() is None

@@ -77,6 +77,23 @@ def require_mininet() -> str | None:
         import mininet.net  # noqa: F401
     except ImportError:
         return "the mininet Python package is missing (pip install -e '.[dev]')"
+    return mnexec_namespace_problem()
+
+
+def mnexec_namespace_problem() -> str | None:
+    """Why `mnexec -n` cannot make a network namespace here, or None when it can.
+
+    Mininet starts every host shell with `mnexec -cdn`; when that fails (in a chroot whose /
+    is not a mount point, say: "remount: Invalid argument") the shell dies and Mininet waits
+    for its prompt forever. Asking first turns that hang into one line."""
+    try:
+        proc = subprocess.run(["mnexec", "-n", "true"], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"mnexec -n could not run: {exc}"
+    if proc.returncode != 0:
+        why = (proc.stderr or proc.stdout).strip() or f"exit status {proc.returncode}"
+        return f"mnexec cannot make a network namespace here ({why})"
     return None
 
 
