@@ -558,7 +558,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     busy = sum(1 for v in prof.demand_gbps if v > 0.1 * peak) * prof.bin_ms
     print(f"{args.capture}: {prof.packets} packets, {prof.bytes / 1e6:.3g} MB over "
           f"{prof.duration_ms / 1e3:.3g} s")
-    print(f"iteration time {prof.period_ms:.4g} ms (autocorrelation {prof.confidence:.2f}, "
+    print(f"iteration time {prof.period_ms:.5g} ms (confidence {prof.confidence:.2f}: share of "
+          f"the variance one period explains, "
           f"{prof.iterations} whole iterations); peak {peak:.3g} Gbps, above 10% of it for "
           f"{busy:.4g} ms per iteration")
     if args.output:
