@@ -12,14 +12,15 @@ from typing import Any
 from controller.emulation.agent import Phase, receive, send
 
 
-def run_pair(tmp_path: Path, tos: int, shift_ms: float = 0.0) -> tuple[Any, Any]:
+def run_pair(tmp_path: Path, tos: int, shift_ms: float = 0.0, *, react: bool = True,
+             iterations: int = 4, listen_s: float = 1.6) -> tuple[Any, Any]:
     rx_out = tmp_path / "rx.json"
-    rx = threading.Thread(target=receive, args=(1.6, rx_out))
+    rx = threading.Thread(target=receive, args=(listen_s, rx_out))
     rx.start()
     time.sleep(0.2)
     epoch = time.time() + 0.1
-    sent = send("127.0.0.1", 7, 200.0, [Phase(0, 50, 400.0)], shift_ms, epoch, 4,
-                tmp_path / "tx.json", tos)
+    sent = send("127.0.0.1", 7, 200.0, [Phase(0, 50, 400.0)], shift_ms, epoch, iterations,
+                tmp_path / "tx.json", tos, react=react)
     rx.join()
     return sent, json.loads(rx_out.read_text())
 
@@ -38,8 +39,23 @@ def test_paced_phases_are_counted_and_acknowledged(tmp_path: Path) -> None:
 
 
 def test_ce_marks_are_counted(tmp_path: Path) -> None:
-    _, got = run_pair(tmp_path, tos=0x03)
+    _, got = run_pair(tmp_path, tos=0x03, react=False)
     assert got["ce"] == {"7": 80}
+
+
+def test_echoed_ce_marks_cut_the_sending_rate(tmp_path: Path) -> None:
+    """Every packet leaves CE-marked (the sender sets CE itself, as a congested switch
+    would): the receiver echoes the marks and the sender cuts its rate DCTCP-style, so the
+    20 packets of each Up phase take longer than the nominal 50 ms, and every one arrives."""
+    sent, got = run_pair(tmp_path, tos=0x03, iterations=2, listen_s=3.0)
+    assert got["packets"] == {"7": 40} and got["ce"] == {"7": 40}
+    assert all(r["acked"] and r["sent"] == 20 for r in sent["iterations"])
+    assert sum(r["rate_cuts"] for r in sent["iterations"]) >= 3
+    assert min(r["lowest_rate"] for r in sent["iterations"]) < 0.5
+    # at the full rate an iteration takes 200 ms: the marked ones stretch past it
+    assert max(r["iteration_ms"] for r in sent["iterations"]) > 260
+    calm, _ = run_pair(tmp_path, tos=0x02, iterations=2, listen_s=1.0)
+    assert all(r["rate_cuts"] == 0 and r["lowest_rate"] == 1.0 for r in calm["iterations"])
 
 
 def test_shift_delays_the_first_iteration(tmp_path: Path) -> None:
