@@ -127,8 +127,12 @@ def register(sub: Any) -> None:
     ev.add_argument("--threshold-kb", type=_positive, default=100.0,
                     help="queue depth above which the link marks, KB (default 100)")
     ev.add_argument("--realign-pct", type=_positive, default=None, metavar="PCT",
-                    help="model CASSINI's agents: a job later than its planned slot by more "
-                         "than PCT%% of its iteration waits for its next slot (default: off)")
+                    help="model CASSINI's agents: a job later than the grid of its "
+                         "interleaving by more than PCT%% of its iteration waits for the "
+                         "grid's next point (default: off)")
+    ev.add_argument("--realign-budget-pct", type=_positive, default=10.0, metavar="PCT",
+                    help="the agents never wait more than PCT%% of the iteration to re-align "
+                         "(default 10)")
     ev.add_argument("--candidates", type=_count, default=20,
                     help="candidate placements (with --topology; default 20)")
     _checked_arg(ev)
@@ -319,8 +323,7 @@ def _runs_single(jobs: Sequence[JobProfile], capacity: float, args: argparse.Nam
     if solution.circle.warning:
         _warn([solution.circle.warning])
     traffic, cap = single_link(jobs, capacity)
-    base_cfg = FluidConfig(config.iterations, config.threshold_kb, config.buffer_kb,
-                           config.packet_bytes, None)
+    base_cfg = replace(config, realign_pct=None)
     runs = [(simulate(jobs, traffic, cap, {}, base_cfg, "base"), solution.score_unshifted),
             (simulate(jobs, traffic, cap, solution.shift_map(), config, "cassini"),
              solution.score)]
@@ -355,8 +358,7 @@ def _runs_cluster(args: argparse.Namespace,
                   config: FluidConfig) -> tuple[Runs, dict[str, Any] | None, Schedule]:
     result, _, jobs = _schedule(args)
     _warn(result.cassini.warnings)
-    base_cfg = FluidConfig(config.iterations, config.threshold_kb, config.buffer_kb,
-                           config.packet_bytes, None)
+    base_cfg = replace(config, realign_pct=None)
     runs = []
     for plan in (result.base, result.base_shifted, result.cassini):
         run = simulate(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms,
@@ -367,7 +369,8 @@ def _runs_cluster(args: argparse.Namespace,
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     config = FluidConfig(iterations=args.iterations, threshold_kb=args.threshold_kb,
-                         realign_pct=args.realign_pct)
+                         realign_pct=args.realign_pct,
+                         realign_budget_pct=args.realign_budget_pct)
     config.check()
     jobs = load_jobs(args.jobs)
     out = Path(args.out)

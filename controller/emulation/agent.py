@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import socket
 import struct
 import sys
@@ -136,6 +137,7 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
     realigned = 0
     seq = 0
     control = RateControl() if react else None
+    min_rtt = math.inf
     for i in range(iterations):
         _sleep_until(start)
         sent = 0
@@ -161,7 +163,8 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
                 due = max(due + 1.0 / (ph.pps * rate), time.time() - 1.0 / ph.pps)
         # the end of communication: wait for the receiver's acknowledgement of this iteration
         ack_time = None
-        deadline = time.time() + max(1.0, 2 * period)
+        asked = time.time()
+        deadline = asked + max(1.0, 2 * period)
         while ack_time is None and time.time() < deadline:
             sock.sendto(_HEAD.pack(MAGIC, KIND_END, 0, job, i, seq, sent), (dest, port))
             wait_until = time.time() + 0.05
@@ -170,7 +173,15 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
                     ack_time = time.time()
                 else:
                     time.sleep(0.001)
-        finished = (ack_time or time.time()) - start + (period - comm_end)
+        # the communication is over when the data has arrived: the acknowledgement less the
+        # round trip of an empty network (the least seen), so the agent's own round trip does
+        # not make every iteration late, while queueing in the switches does
+        if ack_time is not None:
+            min_rtt = min(min_rtt, ack_time - asked)
+            delivered = ack_time - min_rtt
+        else:
+            delivered = time.time()
+        finished = delivered - start + (period - comm_end)
         records.append({"iteration": i, "start": start, "sent": sent,
                         "iteration_ms": 1000 * max(finished, 0.0), "acked": ack_time is not None,
                         "rate_cuts": (control.cuts if control else 0) - cuts_before,
@@ -194,9 +205,12 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
     return result
 
 
-def receive(duration_s: float, out: Path, port: int = DATA_PORT) -> dict[str, Any]:
+def receive(duration_s: float, out: Path, port: int = DATA_PORT,
+            idle_s: float | None = None) -> dict[str, Any]:
     """Count packets and CE marks per job and iteration, echo the marks to each sender every
-    ECHO_EVERY packets, and acknowledge the end of each iteration."""
+    ECHO_EVERY packets, and acknowledge the end of each iteration. Stops after `duration_s`,
+    or once nothing has arrived for `idle_s` after the first packet (the senders are done:
+    a slowed run is not cut short by a duration guessed in advance)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
@@ -207,11 +221,15 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT) -> dict[str, An
     per_iter: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
     unechoed: dict[tuple[Any, int], list[int]] = defaultdict(lambda: [0, 0])
     deadline = time.time() + duration_s
+    last: float | None = None
     while time.time() < deadline:
+        if idle_s is not None and last is not None and time.time() - last > idle_s:
+            break
         try:
             data, anc, _, addr = sock.recvmsg(2048, socket.CMSG_SPACE(4))
         except TimeoutError:
             continue
+        last = time.time()
         if len(data) < _HEAD.size:
             continue
         magic, kind, _, job, it, _, _sent = _HEAD.unpack_from(data)
@@ -271,7 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--budget-pct", type=float, default=100.0,
                    help="longest wait a re-alignment may cost, %% of T (default 100)")
     r = sub.add_parser("receive", help="count packets and CE marks, answer acknowledgements")
-    r.add_argument("--duration", type=float, required=True)
+    r.add_argument("--duration", type=float, required=True, help="listen at most this long (s)")
+    r.add_argument("--idle", type=float, default=None,
+                   help="stop once nothing has arrived for this long (s) after the first packet")
     r.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.mode == "send":
@@ -281,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
              args.iterations, Path(args.out), args.tos, react=not args.no_react,
              realign=not args.no_realign, grid_ms=args.grid_ms, budget_pct=args.budget_pct)
     else:
-        receive(args.duration, Path(args.out))
+        receive(args.duration, Path(args.out), idle_s=args.idle)
     return 0
 
 
