@@ -50,6 +50,7 @@ def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> 
     assert [r["label"] for r in result["runs"]] == ["base", "base+shifts", "cassini"]
     assert result["plans"]["cassini"]["shifts_ms"]["vgg19-b"] == pytest.approx(120.0)
     assert result["plans"]["base"]["placement"] != result["plans"]["cassini"]["placement"]
+    assert shifted["placement"] == base["placement"] and any(shifted["shifts_ms"].values())
     for run in result["runs"]:
         assert {"ce_received", "switch_marks", "mean_ms", "p99_ms", "ce_total"} <= set(run)
         assert sum(run["packets_sent"].values()) > 0

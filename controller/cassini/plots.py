@@ -109,14 +109,15 @@ def plot_sweep(draws: Sequence[Any], path: Path, *, title: str) -> None:
             y = np.arange(1, len(ratios) + 1) / len(ratios)
             axes[0].step(ratios, y, where="post", color=color, linestyle=style,
                          label=f"{arm}: {key.replace('_x', '')}")
-        marks = np.sort([(d.arms[arm].marks + 1.0) / (d.base.marks + 1.0) for d in draws])
+        marks = np.sort([max(1e-3, (d.arms[arm].marks + 1.0) / (d.base.marks + 1.0))
+                         for d in draws])
         axes[1].step(marks, np.arange(1, len(marks) + 1) / len(marks), where="post",
                      color=color, label=arm)
     axes[0].axvline(1.0, color="gray", linewidth=0.8)
     axes[0].set_xlabel("iteration slowdown, arm / base (below 1: faster)")
     axes[1].set_xscale("log")
     axes[1].axvline(1.0, color="gray", linewidth=0.8)
-    axes[1].set_xlabel("marks, arm / base (log; below 1: fewer)")
+    axes[1].set_xlabel("marks, arm / base (log; below 1: fewer; none left: 1e-3)")
     for ax in axes:
         ax.set_ylabel("CDF over draws")
         ax.set_ylim(0, 1.01)
