@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controller.emulation.agent import Phase, receive, send
 
 
@@ -67,3 +69,28 @@ def test_shift_delays_the_first_iteration(tmp_path: Path) -> None:
                 tmp_path / "tx.json")
     rx.join()
     assert abs(sent["iterations"][0]["start"] - (epoch + 0.060)) < 1e-9
+
+
+def test_a_late_sender_realigns_on_its_grid_within_the_budget(tmp_path: Path) -> None:
+    """Slowed by CE echoes, a 200 ms job with a 50 ms grid starts each late iteration on a
+    grid point (epoch + shift + m x 50 ms) when that costs at most the budget, never a
+    whole period; without re-alignment it just starts when the last one ends."""
+    rx_out = tmp_path / "rx.json"
+    rx = threading.Thread(target=receive, args=(4.0, rx_out), kwargs={"idle_s": 1.0})
+    rx.start()
+    time.sleep(0.2)
+    epoch = time.time() + 0.1
+    sent = send("127.0.0.1", 3, 200.0, [Phase(100, 100, 400.0)], 30.0, epoch, 5,
+                tmp_path / "tx.json", 0x03, grid_ms=50.0, budget_pct=25.0)
+    rx.join()
+    origin = epoch + 0.030
+    starts = [r["start"] for r in sent["iterations"]]
+    assert sent["realigned"] >= 1
+    for prev, (a, b) in zip(sent["iterations"], itertools.pairwise(starts), strict=False):
+        gap = b - a
+        assert gap < 0.200 + prev["iteration_ms"] / 1000  # never a whole extra period
+        ended = a + prev["iteration_ms"] / 1000
+        if b - ended > 0.002:  # it waited: for a grid point, at most 25% of T
+            assert ((b - origin) * 1000) % 50 == pytest.approx(0, abs=0.5) or \
+                ((b - origin) * 1000) % 50 == pytest.approx(50, abs=0.5)
+            assert b - ended <= 0.050 + 1e-3
