@@ -151,7 +151,7 @@ def register(sub: Any) -> None:
                     "Prints the per-draw table and the summary: geometric means of base /\n"
                     "CASSINI (above 1: CASSINI faster) for mean and p99 iteration time, in ms "
                     "and as a\nslowdown (iteration time / the job's own), marks in total, and "
-                    "the draws where\nCASSINI is worse than the base by more than 1%% in any "
+                    "the draws where\nCASSINI is worse than the base by more than 1% in any "
                     "of them. Writes sweep.json,\nsweep.txt (the table) and sweep-cdf.png to "
                     "--out.")
     _cluster_args(sw, required=True)
