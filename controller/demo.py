@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
             "3. CASSINI's fluid evaluation: the two-job VGG19 example and 13 jobs on the\n"
             "   24-server leaf-spine\n"
             "4. with root, Mininet and BMv2: `innet run aggregation` on topologies/bt15.json\n"
-            "   and `innet run cassini` on the leaf-spine with the two VGG19 jobs\n"
+            "   and `innet run cassini` on the leaf-spine with four zoo jobs (three arms)\n"
             "Everything lands in --out (default runs/demo-DATE), one folder per part."
         ),
     )
@@ -127,10 +127,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                            [[r.strategy, r.predicted_cost, r.measured_cost,
                              "yes" if r.sums_exact else "NO"] for r in results], digits=4))
         done.append(f"innet run aggregation -> {out / 'run-aggregation'}")
-        res2 = run_cassini(leafspine, _shipped(EXAMPLES / "jobs-vgg19-pair-leafspine.json"),
+        res2 = run_cassini(leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
                            out / "run-cassini", iterations=15 if args.quick else 30)
         for r in res2["runs"]:
-            print(f"{r['label']}: {sum(r['ce_received'].values())} CE marks at the receivers")
+            print(f"{r['label']}: {r['ce_total']} CE marks at the receivers, iterations mean "
+                  f"{r['mean_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms")
         done.append(f"innet run cassini -> {out / 'run-cassini'}")
 
     _section("Done")

@@ -102,3 +102,28 @@ def test_bad_settings_are_refused() -> None:
         simulate([job], traffic, capacity, {}, FluidConfig(iterations=0))
     with pytest.raises(InputError, match="threshold"):
         simulate([job], traffic, capacity, {}, FluidConfig(threshold_kb=5000))
+
+
+def test_realignment_grid_is_the_common_period_with_partners() -> None:
+    """A 180 ms job sharing a link with a 300 ms one keeps its interleaving modulo
+    gcd = 60 ms, so a late iteration waits for the next 60 ms point, not for its own next
+    slot; the budget caps any single wait."""
+    from controller.cassini.fluid import realign_grid
+
+    a = single_phase_job("a", 180, 110, 70, 40)
+    b = single_phase_job("b", 300, 180, 120, 42)
+    c = single_phase_job("c", 300, 180, 120, 42)
+    assert realign_grid([a, b], {"x": {"a": 1, "b": 1}}) == {"a": 60.0, "b": 60.0}
+    assert realign_grid([a, b, c], {"x": {"a": 1, "b": 1}, "y": {"b": 1, "c": 1}}) == {
+        "a": 60.0, "b": 300.0, "c": 300.0}
+    assert realign_grid([a], {"x": {"a": 1}}) == {"a": 180.0}
+    traffic, capacity = single_link([a, b], 50)
+    run = simulate([a, b], traffic, capacity, {}, FluidConfig(iterations=30, realign_pct=5.0))
+    longest = max(t for j in run.jobs for t in j.iterations_ms)
+    assert longest <= 300 + 60 + 1e-6  # the old own-slot rule made these 600 ms
+    assert any(j.realignments for j in run.jobs)
+    capped = simulate([a, b], traffic, capacity, {},
+                      FluidConfig(iterations=30, realign_pct=5.0, realign_budget_pct=1.0))
+    for job in capped.jobs:  # a wait is at most 1% of T
+        stretch = simulate([a, b], traffic, capacity, {}, FluidConfig(iterations=30))
+        assert job.p99_ms <= max(j.p99_ms for j in stretch.jobs) + 0.01 * 300 + 1e-6

@@ -38,18 +38,26 @@ def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None
     assert _own_leftovers(load_topology(topo_file)) == []
 
 
-def test_cassini_shifts_reduce_ce_marks(tmp_path: Path) -> None:
+def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> None:
+    """Four zoo jobs, three arms on the same hosts; results.json has per arm the CE marks at
+    receivers and switches and the mean and p99 iteration times."""
     from controller.emulation.cassini_run import run_cassini
 
     topo_file = str(ROOT / "topologies" / "leafspine24.json")
-    result = run_cassini(topo_file, str(ROOT / "examples" / "jobs-vgg19-pair-leafspine.json"),
+    result = run_cassini(topo_file, str(ROOT / "examples" / "jobs-4-leafspine.json"),
                          tmp_path, iterations=8, progress=False)
-    plain, shifted = result["runs"]
-    assert plain["label"] == "no shifts" and shifted["label"] == "cassini"
-    assert result["plan"]["shifts_ms"]["vgg19-b"] == pytest.approx(120.0)
-    ce_plain = sum(plain["ce_received"].values())
-    ce_shifted = sum(shifted["ce_received"].values())
-    assert ce_plain > 0 and ce_shifted < ce_plain
-    assert shifted["switch_marks"] < plain["switch_marks"]
-    assert (tmp_path / "cassini.png").exists()
+    base, shifted, cassini = result["runs"]
+    assert [r["label"] for r in result["runs"]] == ["base", "base+shifts", "cassini"]
+    assert result["plans"]["cassini"]["shifts_ms"]["vgg19-b"] == pytest.approx(120.0)
+    assert result["plans"]["base"]["placement"] != result["plans"]["cassini"]["placement"]
+    assert shifted["placement"] == base["placement"] and any(shifted["shifts_ms"].values())
+    for run in result["runs"]:
+        assert {"ce_received", "switch_marks", "mean_ms", "p99_ms", "ce_total"} <= set(run)
+        assert sum(run["packets_sent"].values()) > 0
+    assert base["ce_total"] > 0 and cassini["ce_total"] * 10 <= base["ce_total"]
+    assert cassini["switch_marks"] * 10 <= base["switch_marks"]
+    assert cassini["p99_ms"] < base["p99_ms"]
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [r["label"] for r in saved["runs"]] == ["base", "base+shifts", "cassini"]
+    assert (tmp_path / "cassini.png").exists() and (tmp_path / "summary.md").exists()
     assert _own_leftovers(load_topology(topo_file)) == []

@@ -5,9 +5,10 @@ shared/spec/cassini.md).
 - `profiles`: job profiles (phases per iteration), jobs files, the model zoo.
 - `geometry`: one link: unified circle, compatibility score, best shifts.
 - `affinity`: many links: the Affinity graph and the breadth-first shift assignment.
-- `scheduler`: a Themis-like base proposes placements on a topology, CASSINI ranks them;
-  `plan_cluster` is the entry point experiments use.
+- `scheduler`: a Themis-like base proposes placements on a topology, CASSINI ranks them
+  and checks the best in the fluid model; `plan_cluster` is the entry point experiments use.
 - `fluid`: a fluid evaluation of iteration times and ECN-like marks.
+- `sweep`: random draws of the running jobs' servers, three arms each.
 - `pcap_profile`: a profile measured from a packet capture.
 - `plots`, `cli`: figures and the `innet cassini` commands.
 """

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +127,43 @@ def register(sub: Any) -> None:
     ev.add_argument("--threshold-kb", type=_positive, default=100.0,
                     help="queue depth above which the link marks, KB (default 100)")
     ev.add_argument("--realign-pct", type=_positive, default=None, metavar="PCT",
-                    help="model CASSINI's agents: a job later than its planned slot by more "
-                         "than PCT%% of its iteration waits for its next slot (default: off)")
+                    help="model CASSINI's agents: a job later than the grid of its "
+                         "interleaving by more than PCT%% of its iteration waits for the "
+                         "grid's next point (default: off)")
+    ev.add_argument("--realign-budget-pct", type=_positive, default=10.0, metavar="PCT",
+                    help="the agents never wait more than PCT%% of the iteration to re-align "
+                         "(default 10)")
     ev.add_argument("--candidates", type=_count, default=20,
                     help="candidate placements (with --topology; default 20)")
+    _checked_arg(ev)
     _geometry_args(ev)
     ev.add_argument("--json", action="store_true", help="print the figures as JSON")
     ev.set_defaults(func=cmd_evaluate)
+
+    sw = csub.add_parser(
+        "sweep", help="random placements of the running jobs: is CASSINI better in every one?",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The jobs with hosts in --jobs are already running. Draw their servers "
+                    "at random\n--draws times (distinct GPU slots, uniformly over the "
+                    "cluster); in every draw the\nbase places the other jobs and CASSINI "
+                    "plans, and the fluid model runs three arms:\nthe base's placement "
+                    "without shifts, the same with CASSINI's shifts, and CASSINI's\nplan. "
+                    "Prints the per-draw table and the summary: geometric means of base /\n"
+                    "CASSINI (above 1: CASSINI faster) for mean and p99 iteration time, in ms "
+                    "and as a\nslowdown (iteration time / the job's own), marks in total, and "
+                    "the draws where\nCASSINI is worse than the base by more than 1% in any "
+                    "of them. Writes sweep.json,\nsweep.txt (the table) and sweep-cdf.png to "
+                    "--out.")
+    _cluster_args(sw, required=True)
+    sw.add_argument("--draws", type=_count, default=40, help="random draws (default 40)")
+    sw.add_argument("--iterations", type=_count, default=40,
+                    help="iterations measured per job and arm (default 40)")
+    sw.add_argument("--out", metavar="DIR", help="directory for sweep.json, sweep.txt and "
+                                                 "sweep-cdf.png (default runs/cassini-sweep-DATE)")
+    sw.add_argument("--json", action="store_true",
+                    help='print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
+                         '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')
+    sw.set_defaults(func=cmd_sweep)
 
     prof = csub.add_parser(
         "profile", help="a job profile from a packet capture of its traffic",
@@ -173,6 +205,15 @@ def _cluster_args(p: argparse.ArgumentParser, *, required: bool) -> None:
     p.add_argument("--candidates", type=_count, default=20,
                    help="candidate placements the base proposes (default 20)")
     _geometry_args(p)
+    _checked_arg(p)
+
+
+def _checked_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checked", type=int_at_least(0), default=20,
+                   help="candidates CASSINI runs in the fluid model (with and without its "
+                        "shifts) before choosing; it keeps the base's placement when none "
+                        "beats it. 0: the paper's ranking by mean link score alone "
+                        "(default 20)")
 
 
 def _warn(messages: Sequence[str]) -> None:
@@ -224,7 +265,8 @@ def _schedule(args: argparse.Namespace) -> tuple[Schedule, Any, tuple[JobProfile
         bar = None
     try:
         result = schedule(topo, jobs, candidates=args.candidates, seed=args.seed,
-                          precision_deg=args.precision_deg, progress=progress)
+                          precision_deg=args.precision_deg, progress=progress,
+                          checked=args.checked)
     finally:
         if bar is not None:
             bar.close()
@@ -281,8 +323,7 @@ def _runs_single(jobs: Sequence[JobProfile], capacity: float, args: argparse.Nam
     if solution.circle.warning:
         _warn([solution.circle.warning])
     traffic, cap = single_link(jobs, capacity)
-    base_cfg = FluidConfig(config.iterations, config.threshold_kb, config.buffer_kb,
-                           config.packet_bytes, None)
+    base_cfg = replace(config, realign_pct=None)
     runs = [(simulate(jobs, traffic, cap, {}, base_cfg, "base"), solution.score_unshifted),
             (simulate(jobs, traffic, cap, solution.shift_map(), config, "cassini"),
              solution.score)]
@@ -317,8 +358,7 @@ def _runs_cluster(args: argparse.Namespace,
                   config: FluidConfig) -> tuple[Runs, dict[str, Any] | None, Schedule]:
     result, _, jobs = _schedule(args)
     _warn(result.cassini.warnings)
-    base_cfg = FluidConfig(config.iterations, config.threshold_kb, config.buffer_kb,
-                           config.packet_bytes, None)
+    base_cfg = replace(config, realign_pct=None)
     runs = []
     for plan in (result.base, result.base_shifted, result.cassini):
         run = simulate(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms,
@@ -329,7 +369,8 @@ def _runs_cluster(args: argparse.Namespace,
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     config = FluidConfig(iterations=args.iterations, threshold_kb=args.threshold_kb,
-                         realign_pct=args.realign_pct)
+                         realign_pct=args.realign_pct,
+                         realign_budget_pct=args.realign_budget_pct)
     config.check()
     jobs = load_jobs(args.jobs)
     out = Path(args.out)
@@ -414,6 +455,91 @@ def _summary(runs: Runs, normalise: bool) -> dict[str, Any]:
                                      else float("inf") if base["marks"] > 0 else 1.0)}}
 
 
+# ----------------------------------------------------------------------------------- sweep
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import time
+
+    from tqdm import tqdm
+
+    from controller.cassini.scheduler import DEFAULT_CHECK
+    from controller.cassini.sweep import summarise, sweep
+
+    topo = load_topology(args.topology)
+    jobs = load_jobs(args.jobs)
+    out = (Path(args.out) if args.out
+           else Path("runs") / time.strftime("cassini-sweep-%Y%m%d-%H%M%S"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
+    agents = replace(DEFAULT_CHECK, iterations=args.iterations)
+    with tqdm(total=args.draws, desc="draws", unit="draw", disable=None, leave=False,
+              file=sys.stderr) as bar:
+        draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
+                      agents=agents, checked=args.checked, progress=lambda _i: bar.update(1))
+    summary = summarise(draws)
+    data = {"topology": args.topology, "jobs": args.jobs, "seed": args.seed,
+            "iterations": args.iterations, "candidates": args.candidates,
+            "checked": args.checked, "draws": [d.to_dict() for d in draws],
+            "summary": summary}
+    from controller.cassini.plots import plot_sweep
+
+    plot_sweep(draws, out / "sweep-cdf.png",
+               title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
+                     f"{len(draws)} draws of the running jobs' servers")
+    text = _sweep_text(draws, summary)
+    (out / "sweep.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "sweep.txt").write_text(text + "\n")
+    if args.json:
+        print(json.dumps(data))
+        return 0
+    print(text)
+    print(f"\nwrote {out / 'sweep.txt'}, {out / 'sweep.json'}, {out / 'sweep-cdf.png'}")
+    return 0
+
+
+def _sweep_text(draws: Sequence[Any], summary: dict[str, Any]) -> str:
+    rows = []
+    for d in draws:
+        b, c = d.base, d.cassini
+        rows.append([d.index, d.candidate, "yes" if d.shifted else "no", b.mean_x, c.mean_x,
+                     b.p99_x, c.p99_x, b.mean_ms, c.mean_ms, b.p99_ms, c.p99_ms,
+                     b.marks / 1e6, c.marks / 1e6, "WORSE" if d.worse() else ""])
+    table = format_table(["draw", "pick", "shifts", "base mean x", "cassini mean x",
+                          "base p99 x", "cassini p99 x", "base mean ms", "cassini mean ms",
+                          "base p99 ms", "cassini p99 ms", "base marks M", "cassini marks M",
+                          ""], rows, digits=3)
+    c, s = summary["cassini"], summary["base_shifts"]
+
+    def ratio(x: float) -> str:
+        return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
+
+    lines = [table, "",
+             f"{summary['draws']} draws; geometric mean of base / arm (above 1: faster than "
+             "the base):",
+             f"  CASSINI:       mean {c['mean_x']:.3f}x, p99 {c['p99_x']:.3f}x (slowdown); "
+             f"mean {c['mean_ms']:.3f}x, p99 {c['p99_ms']:.3f}x (ms); marks "
+             f"{ratio(c['marks_ratio'])} in total",
+             f"  base + shifts: mean {s['mean_x']:.3f}x, p99 {s['p99_x']:.3f}x (slowdown); "
+             f"mean {s['mean_ms']:.3f}x, p99 {s['p99_ms']:.3f}x (ms); marks "
+             f"{ratio(s['marks_ratio'])} in total",
+             f"  bounds: every job at its own pace: mean {summary['ideal']['mean_x']:.3f}x, "
+             f"p99 {summary['ideal']['p99_x']:.3f}x; only the running jobs' traffic "
+             f"(unshifted): mean {summary['running_only']['mean_x']:.3f}x, p99 "
+             f"{summary['running_only']['p99_x']:.3f}x, "
+             f"{summary['running_only']['marks_total'] / 1e6:.4g}M marks against the base's "
+             f"{summary['marks_total_base'] / 1e6:.4g}M",
+             f"CASSINI worse than the base by more than {100 * summary['tolerance']:g}% "
+             f"(mean or p99, ms or slowdown) in {summary['worse_draws']} of "
+             f"{summary['draws']} draws; better p99 in {summary['better_p99_draws']}, better "
+             f"mean in {summary['better_mean_draws']}, fewer marks in "
+             f"{summary['fewer_marks_draws']}, more in {summary['more_marks_draws']}; the "
+             f"base's placement kept in {summary['base_placement_kept']}."]
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------------- profile and zoo
 
 
@@ -439,7 +565,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     busy = sum(1 for v in prof.demand_gbps if v > 0.1 * peak) * prof.bin_ms
     print(f"{args.capture}: {prof.packets} packets, {prof.bytes / 1e6:.3g} MB over "
           f"{prof.duration_ms / 1e3:.3g} s")
-    print(f"iteration time {prof.period_ms:.4g} ms (autocorrelation {prof.confidence:.2f}, "
+    print(f"iteration time {prof.period_ms:.5g} ms (confidence {prof.confidence:.2f}: share of "
+          f"the variance one period explains, "
           f"{prof.iterations} whole iterations); peak {peak:.3g} Gbps, above 10% of it for "
           f"{busy:.4g} ms per iteration")
     if args.output:

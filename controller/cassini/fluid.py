@@ -14,9 +14,15 @@ marked, counted in packets of 1500 bytes and charged to the jobs by their share 
 offered demand. It is a proxy for ECN marks (DCTCP-like senders keep the real queue near the
 threshold): it counts how long and how hard links are oversubscribed.
 
-Agents: with `realign_pct`, a job whose iteration starts later than its planned slot
-(epoch + shift + k T) by more than that share of T waits for its next slot, as CASSINI's
-per-host agents do; the base has no agents.
+Agents: with `realign_pct`, a job whose iteration would start later than its planned grid
+by more than that share of T waits for the next point of the grid, as CASSINI's per-host
+agents do; the base has no agents. The grid is not the job's own slots (epoch + shift + k T),
+which would cost a late job up to a whole period: a job's interleaving with a partner of
+period T_k only depends on its shift modulo gcd(T_j, T_k) (shifting j by that gcd is, by the
+Chinese remainder theorem, a common translation of both), so every point of
+epoch + shift + m G_j with G_j = lcm over j's link partners of gcd(T_j, T_k) restores all of
+j's interleavings at once. With partners of its own period G_j = T_j, as before; a 180 ms job
+sharing links only with 300 ms jobs re-aligns on a 60 ms grid. `realign_grid` computes it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +49,7 @@ class FluidConfig:
     buffer_kb: float = 4000.0  # queue cap (a switch's share of buffer for one port)
     packet_bytes: int = 1500
     realign_pct: float | None = None  # None: no agent; 5.0: CASSINI's agents
+    realign_budget_pct: float = 100.0  # the longest wait a re-alignment may cost, % of T
 
     def check(self) -> None:
         if self.iterations < 1:
@@ -113,10 +121,30 @@ class _Job:
     seg: int = -1  # -1: waiting to start (or to realign)
     left: float = 0.0
     start: float = math.nan
-    slot: int = 0
     times: list[float] = field(default_factory=list)
     marks: float = 0.0
     realigned: int = 0
+    grid: float = 0.0  # re-alignment grid (ms): see realign_grid
+
+
+_US = 1000
+
+
+def realign_grid(jobs: Sequence[JobProfile],
+                 traffic: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    """G_j = lcm over the jobs sharing a link with j of gcd(T_j, T_k), in ms (periods taken
+    on whole microseconds); T_j for a job that shares no link."""
+    period = {j.name: max(1, round(j.iteration_ms * _US)) for j in jobs}
+    partners: dict[str, set[str]] = {j.name: set() for j in jobs}
+    for per in traffic.values():
+        names = [n for n in per if n in period]
+        for a in names:
+            partners[a].update(n for n in names if n != a)
+    out = {}
+    for name, others in partners.items():
+        grid = math.lcm(*(math.gcd(period[name], period[k]) for k in others)) if others else 0
+        out[name] = (grid or period[name]) / _US
+    return out
 
 
 def _segments(job: JobProfile) -> list[tuple[bool, float, float]]:
@@ -186,8 +214,10 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
     state = [_Job(j, _segments(j), [(index[link], int(traffic[link][j.name]))
                                     for link in names if j.name in traffic[link]],
                   float(shifts_ms.get(j.name, 0.0)) % j.iteration_ms) for j in jobs]
+    grids = realign_grid(jobs, traffic)
     for s in state:
         s.left = s.shift  # wait for the first start
+        s.grid = grids[s.profile.name]
     queue = [0.0] * len(names)
     threshold = config.threshold_kb * 8e-3  # KB -> Mbit
     buffer = config.buffer_kb * 8e-3
@@ -254,16 +284,17 @@ def _advance(s: _Job, t: float, config: FluidConfig) -> None:
         s.seg += 1
         s.left = s.segments[s.seg][1]
         return
-    if s.seg >= 0 and config.realign_pct is not None:  # an iteration ended: on schedule?
+    if s.seg >= 0 and config.realign_pct is not None:  # an iteration ended: on the grid?
+        late = (t - s.shift) % s.grid
+        if s.grid - late <= 1e-6:  # on the grid, up to float rounding
+            late = 0.0
         period = s.profile.iteration_ms
-        s.slot += 1
-        due = s.shift + s.slot * period
-        if t - due > config.realign_pct / 100.0 * period:
-            s.slot = math.ceil((t - s.shift) / period - _EPS)
+        if (late > config.realign_pct / 100.0 * period
+                and s.grid - late <= config.realign_budget_pct / 100.0 * period + _EPS):
             s.seg = -1
-            s.left = s.shift + s.slot * period - t
+            s.left = s.grid - late
             s.realigned += 1
-            if s.left > _EPS:
+            if s.left > _EPS * max(1.0, t):
                 return
     if not math.isnan(s.start):
         s.times.append(t - s.start)
@@ -276,3 +307,60 @@ def single_link(jobs: Sequence[JobProfile], capacity_gbps: float,
                 name: str = "link") -> tuple[dict[str, dict[str, int]], dict[str, float]]:
     """traffic and capacity maps for jobs that all share one link (and nothing else)."""
     return {name: {j.name: 1 for j in jobs}}, {name: float(capacity_gbps)}
+
+
+Cache = dict[tuple[Any, ...], FluidResult]
+
+
+def simulate_parts(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]],
+                   capacity_gbps: Mapping[str, float], shifts_ms: Mapping[str, float],
+                   config: FluidConfig = FluidConfig(), label: str = "",
+                   cache: Cache | None = None) -> FluidResult:
+    """`simulate`, one connected component (jobs joined by the links they share) at a time.
+
+    Jobs of different components never meet on a link, so each component runs on its own
+    exactly as in the whole: every job's measured iterations are the same as `simulate`'s.
+    Marks differ in one way: a component's links count them while its own jobs run, not
+    until the slowest job of the whole cluster is done. With `cache`, a
+    component already run with the same jobs, shifts, links and settings (the running jobs
+    recur in every candidate placement) is not run again.
+    """
+    parent = {j.name: j.name for j in jobs}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for per in traffic.values():
+        names = [n for n in per if n in parent]
+        for a in names[1:]:
+            parent[find(a)] = find(names[0])
+    groups: dict[str, list[JobProfile]] = {}
+    for job in jobs:
+        groups.setdefault(find(job.name), []).append(job)
+    runs: dict[str, JobRun] = {}
+    links: dict[str, LinkRun] = {}
+    duration = 0.0
+    for members in groups.values():
+        member_names = {j.name for j in members}
+        sub = {link: dict(per) for link, per in traffic.items()
+               if per and set(per) <= member_names}
+        cap = {link: capacity_gbps[link] for link in sub}
+        shifts = {j.name: float(shifts_ms.get(j.name, 0.0)) for j in members}
+        key = (tuple((j.name, j.iteration_ms, j.phases) for j in members),
+               tuple(sorted(shifts.items())),
+               tuple(sorted((link, tuple(sorted(per.items())), cap[link])
+                            for link, per in sub.items())), config)
+        part = cache.get(key) if cache is not None else None
+        if part is None:
+            part = simulate(members, sub, cap, shifts, config, label)
+            if cache is not None:
+                cache[key] = part
+        runs.update((r.name, r) for r in part.jobs)
+        links.update((r.name, r) for r in part.links)
+        duration = max(duration, part.duration_ms)
+    return FluidResult(label, tuple(runs[j.name] for j in jobs),
+                       tuple(links[link] for link in traffic if link in links), duration,
+                       dict(shifts_ms))

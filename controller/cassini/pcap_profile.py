@@ -4,9 +4,12 @@ The capture is read one packet at a time (scapy's raw reader: no dissection, no 
 packets), so only the per-bin byte counts are kept in memory: a capture far larger than
 memory works. The iteration time is the lag of the strongest autocorrelation peak of the
 demand series past the first zero crossing (the shortest lag that comes within 10% of it, so
-a multiple of the period is not taken for it), read off the furthest multiple of it that
-fits to get it to a fraction of a bin. The profile is the demand folded onto that period and
-averaged over all iterations in the capture: a jobs-file entry with a `demand_gbps` curve.
+a multiple of the period is not taken for it), found on a series smoothed just enough that
+the comb of finely spaced packets does not leave ripple peaks, then refined on the raw
+series by epoch folding to a fraction of a bin (`find_period`). The confidence is the share
+of the capture's variance the folded profile explains. The profile is the demand folded
+onto that period and averaged over all iterations in the capture: a jobs-file entry with a
+`demand_gbps` curve.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class CaptureProfile:
     bin_ms: float
     period_ms: float
     iterations: int  # whole periods in the capture
-    confidence: float  # autocorrelation at the period, 0..1
+    confidence: float  # share of the variance the folded profile explains, 0..1
     demand_gbps: tuple[float, ...]  # one value per bin over one period
 
     def to_job_dict(self, name: str, gpus: int = 2) -> dict[str, Any]:
@@ -125,24 +128,24 @@ def autocorrelation(series: FloatArray) -> FloatArray:
     return acf
 
 
-def find_period(series: FloatArray, bin_ms: float, min_ms: float | None = None,
-                max_ms: float | None = None) -> tuple[float, float]:
-    """(period in ms, autocorrelation there). At least two periods must fit the series."""
-    n = len(series)
-    acf = autocorrelation(series)
-    lo = max(2, math.ceil((min_ms or 2 * bin_ms) / bin_ms))
-    hi = min(n // 2, math.floor(max_ms / bin_ms) if max_ms else n // 2)
-    if hi <= lo:
-        raise InputError(f"the capture ({n * bin_ms:g} ms) is too short to find a period: it "
-                         "needs at least two iterations")
-    # the main lobe around lag 0 is not a period: start past the first zero crossing
+def _smooth(series: FloatArray, width: int) -> FloatArray:
+    if width <= 1:
+        return series
+    kernel = np.ones(width) / width
+    out: FloatArray = np.convolve(series, kernel, mode="same")
+    return out
+
+
+def _coarse_lag(acf: FloatArray, n: int, lo: int, hi: int) -> int:
+    """The shortest strong autocorrelation peak within 10% of the strongest (so a multiple
+    of the period is not taken for it); raises when there is none."""
     crossing = np.flatnonzero(acf[1:] <= 0)
     if len(crossing) == 0:
         raise InputError("no repeating pattern in the capture (the demand never decorrelates)")
     lo = max(lo, int(crossing[0]) + 1)
     if hi <= lo:
-        raise InputError(f"the capture ({n * bin_ms:g} ms) is too short to find a period: it "
-                         "needs at least two iterations")
+        raise InputError(f"the capture ({n} bins) is too short to find a period: it needs at "
+                         "least two iterations")
     window = acf[lo - 1:hi + 2]
     inner = window[1:-1]
     peaks = np.flatnonzero((inner >= window[:-2]) & (inner > window[2:])) + lo
@@ -154,18 +157,84 @@ def find_period(series: FloatArray, bin_ms: float, min_ms: float | None = None,
     if len(strong) == 0:
         top = int(peaks[np.argmax(acf[peaks])])
         raise InputError(f"no repeating pattern in the capture (autocorrelation peak "
-                         f"{acf[top]:.2f} at {top * bin_ms:g} ms is within noise)")
-    peaks = strong
-    best = float(acf[peaks].max())
-    lag = int(peaks[np.argmax(acf[peaks] >= 0.9 * best)])
-    # the m-th peak sits at m x the period: reading the period off the furthest one that
-    # fits divides the bin's rounding error by m
-    m = max(1, hi // lag)
-    reach = max(1, (m + 1) // 2)
-    far = m * lag
-    window = acf[max(1, far - reach):min(n, far + reach + 1)]
-    at = max(1, far - reach) + int(np.argmax(window))
-    return at / m * bin_ms, float(acf[lag])
+                         f"{acf[top]:.2f} at lag {top} bins is within noise)")
+    best = float(acf[strong].max())
+    return int(strong[np.argmax(acf[strong] >= 0.9 * best)])
+
+
+def explained(series: FloatArray, bin_ms: float, period_ms: float) -> float:
+    """Share of the series' variance that the profile folded at `period_ms` explains: 1 for
+    a pattern that repeats exactly, about 0 for noise; it drops when the period is off
+    (folded iterations smear) or when the capture holds something else too."""
+    folded, whole = fold(series, bin_ms, period_ms)
+    usable = min(len(series), round(whole * period_ms / bin_ms))
+    x = series[:usable]
+    total = float(((x - x.mean()) ** 2).sum())
+    if total <= 0 or whole < 2:
+        return 0.0
+    width = len(folded)
+    phase = (np.arange(usable) * bin_ms % period_ms) / period_ms * width
+    index = np.minimum(np.floor(phase + 1e-9).astype(np.int64), width - 1)
+    residual = float(((x - folded[index]) ** 2).sum())
+    return max(0.0, 1.0 - residual / total)
+
+
+def find_period(series: FloatArray, bin_ms: float, min_ms: float | None = None,
+                max_ms: float | None = None) -> tuple[float, float]:
+    """(period in ms, confidence 0..1). At least two periods must fit the series.
+
+    Packets sent at a fine, steady spacing leave a comb in the bins (a packet every 1.25 ms
+    fills four 1 ms bins of five), and the autocorrelation of the comb has ripple peaks a
+    few ms either side of the period, nearly as high as the period's own. So the coarse
+    period comes from the autocorrelation of the series smoothed over W bins, with the
+    largest W (1, 3, 9, ...) at which the period found is still long against W (8 W or
+    more): a comb at the scale of the packet spacing is gone by then. The period is then
+    refined on the raw series by epoch folding: the period whose folded profile explains
+    most of the series' variance, searched within 10% of the coarse one, to a fraction of a
+    bin. The confidence is that share of explained variance.
+    """
+    n = len(series)
+    lo = max(2, math.ceil((min_ms or 2 * bin_ms) / bin_ms))
+    hi = min(n // 2, math.floor(max_ms / bin_ms) if max_ms else n // 2)
+    if hi <= lo:
+        raise InputError(f"the capture ({n * bin_ms:g} ms) is too short to find a period: it "
+                         "needs at least two iterations")
+    lag: int | None = None
+    width = 1
+    first: tuple[int, int] | None = None
+    error: InputError | None = None
+    while 8 * width <= hi:
+        try:
+            found = _coarse_lag(autocorrelation(_smooth(series, width)), n, lo, hi)
+        except InputError as exc:
+            error = error or exc
+            width *= 3
+            continue
+        if first is None:
+            first = (found, width)
+        if found >= 8 * width:  # long against the smoothing: keep the smoothest such
+            lag = found
+        width *= 3
+    if lag is None:
+        if first is None:
+            if error is not None:
+                raise error
+            first = (_coarse_lag(autocorrelation(series), n, lo, hi), 1)
+        lag = first[0]
+    # refine by folding within 10% of the coarse lag: steps of half a bin (at most 2000 of
+    # them), then steps of bin / iterations around the best
+    reach = max(2.0, 0.1 * lag)
+    coarse_step = max(0.5, 2 * reach / 2000)
+    candidates = np.arange(max(lo, lag - reach), min(hi, lag + reach) + coarse_step / 2,
+                           coarse_step)
+    scores = [explained(series, bin_ms, c * bin_ms) for c in candidates]
+    best = float(candidates[int(np.argmax(scores))])
+    step = 1.0 / max(2, n // max(1, round(best)))
+    fine = np.arange(max(lo, best - coarse_step), min(hi, best + coarse_step) + step / 2,
+                     step)
+    scores = [explained(series, bin_ms, c * bin_ms) for c in fine]
+    k = int(np.argmax(scores))
+    return float(fine[k]) * bin_ms, float(scores[k])
 
 
 def fold(series: FloatArray, bin_ms: float, period_ms: float) -> tuple[FloatArray, int]:

@@ -97,3 +97,33 @@ def plot_circle(jobs: Sequence[JobProfile], weights: Sequence[float], circle: Ci
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_sweep(draws: Sequence[Any], path: Path, *, title: str) -> None:
+    """CDFs over the draws of arm / base (below 1: faster, fewer marks), one panel for the
+    slowdowns' mean and p99, one for marks."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for arm, color in (("base+shifts", "#e67e22"), ("cassini", "#2471a3")):
+        for key, style in (("mean_x", "--"), ("p99_x", "-")):
+            ratios = np.sort([getattr(d.arms[arm], key) / getattr(d.base, key) for d in draws])
+            y = np.arange(1, len(ratios) + 1) / len(ratios)
+            axes[0].step(ratios, y, where="post", color=color, linestyle=style,
+                         label=f"{arm}: {key.replace('_x', '')}")
+        marks = np.sort([max(1e-3, (d.arms[arm].marks + 1.0) / (d.base.marks + 1.0))
+                         for d in draws])
+        axes[1].step(marks, np.arange(1, len(marks) + 1) / len(marks), where="post",
+                     color=color, label=arm)
+    axes[0].axvline(1.0, color="gray", linewidth=0.8)
+    axes[0].set_xlabel("iteration slowdown, arm / base (below 1: faster)")
+    axes[1].set_xscale("log")
+    axes[1].axvline(1.0, color="gray", linewidth=0.8)
+    axes[1].set_xlabel("marks, arm / base (log; below 1: fewer; none left: 1e-3)")
+    for ax in axes:
+        ax.set_ylabel("CDF over draws")
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

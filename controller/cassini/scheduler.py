@@ -24,12 +24,13 @@ import itertools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from controller.cassini.affinity import Assignment, Conflict, LinkShifts, assign_shifts
+from controller.cassini.fluid import Cache, FluidConfig, simulate_parts
 from controller.cassini.geometry import (
     DEFAULT_PRECISION_DEG,
     DEFAULT_RESOLUTION_MS,
@@ -453,22 +454,86 @@ class _Planner:
 
 
 @dataclass(frozen=True)
+class CheckedOption:
+    """One plan CASSINI ran in the fluid model before choosing: a candidate with or without
+    its shifts, and what it achieved (slowdowns are iteration time / the job's T alone)."""
+
+    candidate: int
+    shifted: bool
+    mean_ms: float
+    p99_ms: float
+    mean_x: float
+    p99_x: float
+    marks: float
+    feasible: bool  # no time figure worse than the base's placement without shifts
+    cost: float  # what the choice minimises among the feasible ones
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
 class Schedule:
     """The three plans an evaluation compares, from one set of candidates."""
 
     base: ClusterPlan  # the base's own pick, no shifts
     base_shifted: ClusterPlan  # the base's pick with CASSINI's shifts
     cassini: ClusterPlan  # CASSINI's pick among the candidates, with its shifts
+    checked: tuple[CheckedOption, ...] = ()  # the fluid check behind CASSINI's pick
+
+
+DEFAULT_CHECKED = 20
+DEFAULT_CHECK = FluidConfig(iterations=40, realign_pct=5.0, realign_budget_pct=10.0)
+MARKS_WEIGHT = 0.1  # cost = log mean_x + log p99_x + MARKS_WEIGHT x log marks ratio
+_MARKS_FLOOR = 1e3  # packets: below this a marks ratio means nothing
+
+
+def _figures(plan: ClusterPlan, config: FluidConfig,
+             cache: Cache) -> tuple[float, float, float, float, float]:
+    shifted = any(v != 0 for v in plan.shifts_ms.values())
+    cfg = replace(config, realign_pct=config.realign_pct if shifted else None)
+    run = simulate_parts(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms, cfg,
+                         plan.mode, cache)
+    mean_ms, p99_ms = run.summary(False)
+    mean_x, p99_x = run.summary(True)
+    return mean_ms, p99_ms, mean_x, p99_x, run.marks
+
+
+def _to_check(ranked: Sequence[_Evaluated], checked: int) -> list[_Evaluated]:
+    """The candidates worth a fluid run: the best half by CASSINI's ranking (mean link
+    score), the other half by fewest shared links (fewer collisions to interleave at all:
+    the better predictor when shifts drift), without repeats."""
+    by_links = sorted(ranked, key=lambda e: (e.score.shared_links, -e.score.achieved,
+                                             e.score.index))
+    out: list[_Evaluated] = []
+    for a, b in itertools.zip_longest(ranked, by_links):
+        for e in (a, b):
+            if e is not None and e not in out and len(out) < checked:
+                out.append(e)
+    return out
 
 
 def schedule(topology: Topology | Cluster, jobs: Sequence[JobProfile], *,
              candidates: int = 20, seed: int = 0,
              precision_deg: float = DEFAULT_PRECISION_DEG,
              base_scheduler: BaseScheduler = themis_candidates,
-             progress: Callable[[int], Any] | None = None) -> Schedule:
-    """Candidates from the base, each scored by CASSINI; `progress(i)` after each one."""
+             progress: Callable[[int], Any] | None = None,
+             checked: int = DEFAULT_CHECKED,
+             fluid: FluidConfig = DEFAULT_CHECK) -> Schedule:
+    """Candidates from the base, each scored by CASSINI; `progress(i)` after each one.
+
+    With `checked` = 0 this is the paper's CASSINI: the best mean link score among the
+    candidates without conflicts, with its shifts. Otherwise the `checked` most promising
+    candidates run in the fluid model (`fluid`), each with and without its shifts, next to
+    the base's placement with and without; the pick is the one with the lowest cost (log
+    mean + log p99 slowdown + a little of the marks) among those no worse than the base's
+    placement without shifts in mean or p99 (ms or slowdown). The base itself always
+    qualifies, so the pick never loses to it in that model.
+    """
     if candidates < 1:
         raise InputError(f"--candidates must be >= 1, got {candidates}")
+    if checked < 0:
+        raise InputError(f"--checked must be >= 0, got {checked}")
     check_names(jobs)
     cluster = topology if isinstance(topology, Cluster) else cluster_from_topology(topology)
     proposal = base_scheduler(cluster, jobs, candidates, seed)
@@ -489,18 +554,51 @@ def schedule(topology: Topology | Cluster, jobs: Sequence[JobProfile], *,
         warnings.append("every candidate placement has a conflicting loop: keeping the one "
                         "with the best score at its assigned shifts; some links will not get "
                         "their best shifts")
-    best = max(pool, key=lambda e: (e.score.achieved, -e.score.shared_links, -e.score.index))
-    return Schedule(planner.plan("base", evaluated[0], False, scores, proposal.waiting, warnings),
-                    planner.plan("base+shifts", evaluated[0], True, scores, proposal.waiting,
-                                 warnings),
-                    planner.plan("cassini", best, True, scores, proposal.waiting, warnings))
+    ranked = sorted(pool, key=lambda e: (-e.score.achieved, e.score.shared_links,
+                                         e.score.index))
+    waiting = proposal.waiting
+    base = planner.plan("base", evaluated[0], False, scores, waiting, warnings)
+    base_shifted = planner.plan("base+shifts", evaluated[0], True, scores, waiting, warnings)
+    if checked == 0:
+        return Schedule(base, base_shifted,
+                        planner.plan("cassini", ranked[0], True, scores, waiting, warnings))
+    fluid.check()
+    cache: Cache = {}
+    reference = _figures(base, fluid, cache)
+    options: list[tuple[_Evaluated, bool, ClusterPlan,
+                        tuple[float, float, float, float, float]]] = [
+        (evaluated[0], False, base, reference),
+        (evaluated[0], True, base_shifted, _figures(base_shifted, fluid, cache))]
+    for e in _to_check(ranked, checked):
+        for shifted in (True, False):
+            if e is evaluated[0]:
+                continue
+            plan = planner.plan("cassini", e, shifted, scores, waiting, warnings)
+            options.append((e, shifted, plan, _figures(plan, fluid, cache)))
+    report: list[CheckedOption] = []
+    best: tuple[float, int] | None = None
+    for k, (e, shifted, _, fig) in enumerate(options):
+        feasible = all(fig[i] <= reference[i] * (1 + 1e-9) for i in range(4))
+        marks = math.log((fig[4] + _MARKS_FLOOR) / (reference[4] + _MARKS_FLOOR))
+        cost = math.log(fig[2]) + math.log(fig[3]) + MARKS_WEIGHT * marks
+        report.append(CheckedOption(e.score.index, shifted, fig[0], fig[1], fig[2], fig[3],
+                                    fig[4], feasible, cost))
+        if feasible and (best is None or cost < best[0] - 1e-12):
+            best = (cost, k)
+    assert best is not None  # the base qualifies against itself
+    e, shifted, _, _ = options[best[1]]
+    chosen = planner.plan("cassini", e, shifted, scores, waiting, warnings)
+    return Schedule(base, base_shifted, chosen, tuple(report))
 
 
 def plan_cluster(topology: Topology | Cluster, jobs: Sequence[JobProfile], *,
                  candidates: int = 20, seed: int = 0,
                  precision_deg: float = DEFAULT_PRECISION_DEG,
-                 base_scheduler: BaseScheduler = themis_candidates) -> ClusterPlan:
+                 base_scheduler: BaseScheduler = themis_candidates,
+                 checked: int = DEFAULT_CHECKED,
+                 fluid: FluidConfig = DEFAULT_CHECK) -> ClusterPlan:
     """CASSINI's plan for `jobs` on `topology`: placement, per-job shifts, routes, shared
     links. The entry point for experiments (`innet run cassini`)."""
     return schedule(topology, jobs, candidates=candidates, seed=seed,
-                    precision_deg=precision_deg, base_scheduler=base_scheduler).cassini
+                    precision_deg=precision_deg, base_scheduler=base_scheduler,
+                    checked=checked, fluid=fluid).cassini

@@ -4,18 +4,22 @@ Run inside an emulated host (`python -m controller.emulation.agent send|receive 
 
 A sender is one job's worker: iteration i is planned to start at epoch + shift + i * T. In each
 Up phase it sends paced UDP (ECT(0) in the TOS byte: a socket and a timer, no scapy) at the
-phase's rate; after the last phase it asks the receiver for an acknowledgement, so a
-congested link (a queue in the switch) delays the end of the communication and with it the
-iteration, as in a training job whose compute waits for its gradients. If an iteration ends
-more than 5% of T after the next planned start, the agent re-aligns to the next start on the
-grid instead of drifting (CASSINI's agents do the same). The receiver counts packets and CE
-marks per job and iteration and answers the acknowledgements.
+phase's rate, and reacts to congestion as the transports of training jobs do: the receiver
+echoes the CE marks it sees every few packets and the sender cuts its rate DCTCP-style
+(`RateControl`), so a shared link's queue is held near the marking threshold instead of
+overflowing, and a congested phase lasts longer. After the last phase it asks the receiver
+for an acknowledgement, so a congested link delays the end of the communication and with
+it the iteration, as in a training job whose compute waits for its gradients. A late
+iteration re-aligns to the grid of its interleaving (CASSINI's agents; the grid and the
+budget as in `controller.cassini.fluid`). The receiver counts packets and CE marks per job
+and iteration and answers the acknowledgements.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import socket
 import struct
 import sys
@@ -27,11 +31,16 @@ from typing import Any
 
 DATA_PORT = 50001
 MAGIC = 0x1CA5
-KIND_DATA, KIND_END, KIND_ACK = 0, 1, 2
+KIND_DATA, KIND_END, KIND_ACK, KIND_ECHO = 0, 1, 2, 3
 _HEAD = struct.Struct("!HBBHIII")  # magic, kind, tos seen, job, iteration, seq, sent packets
 PAYLOAD_BYTES = 1000
 ECT0 = 0x02
 DRIFT_TOLERANCE = 0.05
+ECHO_EVERY = 4  # the receiver echoes CE counts every this many data packets of a flow
+WINDOW_S = 0.010  # the sender's congestion window: one rate decision per 10 ms
+GAIN = 1.0 / 16  # DCTCP's g: weight of the newest window in alpha
+MIN_RATE = 1.0 / 16  # never below this share of the phase's rate
+INCREASE = 0.05  # additive increase per window without marks, share of the phase's rate
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,43 @@ class Phase:
     start_ms: float
     duration_ms: float
     pps: float
+
+
+class RateControl:
+    """DCTCP's reaction, on a paced sender: the receiver echoes how many of the packets it
+    got were CE-marked; once per window the sender folds the marked fraction F into
+    alpha = (1 - g) alpha + g F and, if anything was marked, cuts its rate by alpha / 2
+    (as DCTCP cuts its window), else raises it additively back toward the phase's rate.
+    alpha starts at 1, as Linux's DCTCP does, so the first marked window halves the rate."""
+
+    def __init__(self) -> None:
+        self.rate = 1.0  # share of the phase's pps
+        self.alpha = 1.0
+        self.acked = 0
+        self.marked = 0
+        self.window_end = 0.0
+        self.cuts = 0
+        self.lowest = 1.0
+
+    def echo(self, packets: int, marked: int) -> None:
+        self.acked += packets
+        self.marked += marked
+
+    def tick(self, now: float) -> None:
+        if now < self.window_end:
+            return
+        self.window_end = now + WINDOW_S
+        if self.acked == 0:
+            return
+        fraction = self.marked / self.acked
+        self.alpha = (1 - GAIN) * self.alpha + GAIN * fraction
+        if self.marked:
+            self.rate = max(MIN_RATE, self.rate * (1 - self.alpha / 2))
+            self.cuts += 1
+            self.lowest = min(self.lowest, self.rate)
+        else:
+            self.rate = min(1.0, self.rate + INCREASE)
+        self.acked = self.marked = 0
 
 
 def _sleep_until(t: float) -> None:
@@ -49,57 +95,109 @@ def _sleep_until(t: float) -> None:
         time.sleep(min(left, 0.002) if left < 0.01 else left - 0.005)
 
 
+def _drain(sock: socket.socket, job: int, control: RateControl | None,
+           want_ack: int | None = None) -> bool:
+    """Read what has arrived without waiting: echoes feed the rate control; True when the
+    acknowledgement of iteration `want_ack` is among them."""
+    acked = False
+    while True:
+        try:
+            data = sock.recv(64, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            return acked
+        if len(data) < _HEAD.size:
+            continue
+        magic, kind, _, ajob, ait, packets, marked = _HEAD.unpack_from(data)
+        if magic != MAGIC or ajob != job:
+            continue
+        if kind == KIND_ECHO and control is not None:
+            control.echo(packets, marked)
+        elif kind == KIND_ACK and ait == want_ack:
+            acked = True
+
+
 def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms: float,
-         epoch: float, iterations: int, out: Path, tos: int = ECT0) -> dict[str, Any]:
+         epoch: float, iterations: int, out: Path, tos: int = ECT0, *,
+         port: int = DATA_PORT, react: bool = True, realign: bool = True,
+         grid_ms: float | None = None, budget_pct: float = 100.0) -> dict[str, Any]:
+    """One worker's traffic. `react`: DCTCP-like rate control on echoed CE marks (else the
+    phase's full rate whatever the queues). `realign`: a late iteration waits for the next
+    point of epoch + shift + m x `grid_ms` (default: the iteration time) when it is more
+    than 5% of T off it and the wait is at most `budget_pct`% of T."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
-    sock.settimeout(0.05)
+    sock.setblocking(False)  # echoes and acks are read between packets, never waited for
     period = iteration_ms / 1000
+    grid = (grid_ms or iteration_ms) / 1000
     comm_end = max((p.start_ms + p.duration_ms for p in phases), default=0.0) / 1000
     pad = b"\0" * (PAYLOAD_BYTES - _HEAD.size)
     records = []
-    start = epoch + shift_ms / 1000
+    origin = epoch + shift_ms / 1000
+    start = origin
     realigned = 0
     seq = 0
+    control = RateControl() if react else None
+    min_rtt = math.inf
     for i in range(iterations):
         _sleep_until(start)
         sent = 0
+        cuts_before = control.cuts if control else 0
+        lowest = 1.0
         for ph in phases:
-            t0 = start + ph.start_ms / 1000
             count = round(ph.pps * ph.duration_ms / 1000)
-            gap = 1.0 / ph.pps if ph.pps > 0 else 0.0
-            for j in range(count):
-                _sleep_until(t0 + j * gap)
+            if ph.pps <= 0 or count == 0:
+                continue
+            # a phase starts when its offset comes, or when the previous one is done
+            due = max(start + ph.start_ms / 1000, time.time())
+            for _ in range(count):
+                _sleep_until(due)
+                if control is not None:
+                    _drain(sock, job, control)
+                    control.tick(time.time())
                 sock.sendto(_HEAD.pack(MAGIC, KIND_DATA, 0, job, i, seq, 0) + pad,
-                            (dest, DATA_PORT))
+                            (dest, port))
                 seq += 1
                 sent += 1
+                rate = control.rate if control is not None else 1.0
+                lowest = min(lowest, rate)
+                due = max(due + 1.0 / (ph.pps * rate), time.time() - 1.0 / ph.pps)
         # the end of communication: wait for the receiver's acknowledgement of this iteration
         ack_time = None
-        deadline = time.time() + max(1.0, 2 * period)
+        asked = time.time()
+        deadline = asked + max(1.0, 2 * period)
         while ack_time is None and time.time() < deadline:
-            sock.sendto(_HEAD.pack(MAGIC, KIND_END, 0, job, i, seq, sent), (dest, DATA_PORT))
-            try:
-                while True:
-                    data = sock.recv(64)
-                    magic, kind, _, ajob, ait, _, _ = _HEAD.unpack_from(data)
-                    if magic == MAGIC and kind == KIND_ACK and ajob == job and ait == i:
-                        ack_time = time.time()
-                        break
-            except TimeoutError:
-                continue
-        finished = (ack_time or time.time()) - start + (period - comm_end)
+            sock.sendto(_HEAD.pack(MAGIC, KIND_END, 0, job, i, seq, sent), (dest, port))
+            wait_until = time.time() + 0.05
+            while ack_time is None and time.time() < wait_until:
+                if _drain(sock, job, control, want_ack=i):
+                    ack_time = time.time()
+                else:
+                    time.sleep(0.001)
+        # the communication is over when the data has arrived: the acknowledgement less the
+        # round trip of an empty network (the least seen), so the agent's own round trip does
+        # not make every iteration late, while queueing in the switches does
+        if ack_time is not None:
+            min_rtt = min(min_rtt, ack_time - asked)
+            delivered = ack_time - min_rtt
+        else:
+            delivered = time.time()
+        finished = delivered - start + (period - comm_end)
         records.append({"iteration": i, "start": start, "sent": sent,
-                        "iteration_ms": 1000 * max(finished, 0.0), "acked": ack_time is not None})
+                        "iteration_ms": 1000 * max(finished, 0.0), "acked": ack_time is not None,
+                        "rate_cuts": (control.cuts if control else 0) - cuts_before,
+                        "lowest_rate": lowest})
         next_start = start + period
         end = start + finished
-        if end > next_start + DRIFT_TOLERANCE * period:
-            # late: skip to the next planned start after the end instead of drifting
-            behind = int((end - next_start) / period) + 1
-            next_start += behind * period
-            realigned += 1
-        elif end > next_start:
-            next_start = end
+        if end > next_start:
+            late = (end - origin) % grid
+            if grid - late < 1e-6:
+                late = 0.0
+            if (realign and late > DRIFT_TOLERANCE * period
+                    and grid - late <= budget_pct / 100 * period + 1e-9):
+                next_start = end + (grid - late)  # back on the grid of its interleaving
+                realigned += 1
+            else:
+                next_start = end
         start = next_start
     sock.close()
     result = {"job": job, "iterations": records, "realigned": realigned}
@@ -107,7 +205,12 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
     return result
 
 
-def receive(duration_s: float, out: Path, port: int = DATA_PORT) -> dict[str, Any]:
+def receive(duration_s: float, out: Path, port: int = DATA_PORT,
+            idle_s: float | None = None) -> dict[str, Any]:
+    """Count packets and CE marks per job and iteration, echo the marks to each sender every
+    ECHO_EVERY packets, and acknowledge the end of each iteration. Stops after `duration_s`,
+    or once nothing has arrived for `idle_s` after the first packet (the senders are done:
+    a slowed run is not cut short by a duration guessed in advance)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
@@ -116,12 +219,17 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT) -> dict[str, An
     packets: dict[int, int] = defaultdict(int)
     ce: dict[int, int] = defaultdict(int)
     per_iter: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    unechoed: dict[tuple[Any, int], list[int]] = defaultdict(lambda: [0, 0])
     deadline = time.time() + duration_s
+    last: float | None = None
     while time.time() < deadline:
+        if idle_s is not None and last is not None and time.time() - last > idle_s:
+            break
         try:
             data, anc, _, addr = sock.recvmsg(2048, socket.CMSG_SPACE(4))
         except TimeoutError:
             continue
+        last = time.time()
         if len(data) < _HEAD.size:
             continue
         magic, kind, _, job, it, _, _sent = _HEAD.unpack_from(data)
@@ -136,9 +244,16 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT) -> dict[str, An
                 tos = cdata[0]
         packets[job] += 1
         per_iter[(job, it)][0] += 1
-        if tos & 0x03 == 0x03:
+        marked = tos & 0x03 == 0x03
+        if marked:
             ce[job] += 1
             per_iter[(job, it)][1] += 1
+        echo = unechoed[(addr, job)]
+        echo[0] += 1
+        echo[1] += marked
+        if echo[0] >= ECHO_EVERY:  # tell the sender what the queues did to its packets
+            sock.sendto(_HEAD.pack(MAGIC, KIND_ECHO, 0, job, it, echo[0], echo[1]), addr)
+            echo[0] = echo[1] = 0
     sock.close()
     result = {
         "packets": {str(j): n for j, n in packets.items()},
@@ -166,17 +281,27 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--iterations", type=int, required=True)
     s.add_argument("--tos", type=int, default=ECT0)
     s.add_argument("--out", required=True)
+    s.add_argument("--no-react", action="store_true",
+                   help="send at the phase's full rate whatever the CE echoes say")
+    s.add_argument("--no-realign", action="store_true", help="never wait for the grid")
+    s.add_argument("--grid-ms", type=float, default=None,
+                   help="re-alignment grid (default: the iteration time)")
+    s.add_argument("--budget-pct", type=float, default=100.0,
+                   help="longest wait a re-alignment may cost, %% of T (default 100)")
     r = sub.add_parser("receive", help="count packets and CE marks, answer acknowledgements")
-    r.add_argument("--duration", type=float, required=True)
+    r.add_argument("--duration", type=float, required=True, help="listen at most this long (s)")
+    r.add_argument("--idle", type=float, default=None,
+                   help="stop once nothing has arrived for this long (s) after the first packet")
     r.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.mode == "send":
         phases = [Phase(float(p["start_ms"]), float(p["duration_ms"]), float(p["pps"]))
                   for p in json.loads(args.phases)]
         send(args.dest, args.job, args.iteration_ms, phases, args.shift_ms, args.epoch,
-             args.iterations, Path(args.out), args.tos)
+             args.iterations, Path(args.out), args.tos, react=not args.no_react,
+             realign=not args.no_realign, grid_ms=args.grid_ms, budget_pct=args.budget_pct)
     else:
-        receive(args.duration, Path(args.out))
+        receive(args.duration, Path(args.out), idle_s=args.idle)
     return 0
 
 

@@ -1,11 +1,14 @@
-"""`innet run cassini`: CASSINI's placement on BMv2 in Mininet, without and with its shifts.
+"""`innet run cassini`: the base's and CASSINI's plans on BMv2 in Mininet, three arms.
 
 CASSINI places the jobs and computes time shifts; the switches get routes and an ECN
 threshold; every switch port's egress queue drains at the rate that stands for the links'
 capacity (BMv2's set_queue_rate), so the shared links are real bottlenecks inside the switch
-where enq_qdepth sees them. Each job's flows are paced on/off UDP (ECT(0)) from host agents;
-receivers count CE marks, switch counters count marked packets. The same placement runs with
-every shift at 0 and then with CASSINI's shifts.
+where enq_qdepth sees them. Each job's flows are paced on/off UDP (ECT(0)) from host agents
+that cut their rate on echoed CE marks (DCTCP-like, `controller.emulation.agent`); receivers
+count CE marks, switch counters count marked packets. Three arms run one after the other on
+the same network and hosts: the base's placement without shifts (no agents re-aligning),
+the base's placement with CASSINI's shifts for it, and CASSINI's placement with its shifts
+(both with CASSINI's agents, re-aligning on the grid of their interleaving).
 
 Scale: the emulator forwards thousands, not billions, of packets per second, so Gbps map to
 packets per second by one factor: the slowest link's capacity is `capacity_pps`. Iteration
@@ -40,6 +43,7 @@ class Flow:
 @dataclass
 class RunResult:
     label: str
+    placement: dict[str, list[str]]
     shifts_ms: dict[str, float]
     ce_received: dict[str, int]
     packets_received: dict[str, int]
@@ -49,8 +53,16 @@ class RunResult:
     realigned: dict[str, int]
     unacked: int  # iterations whose end-of-communication ack never came (lost in a queue)
 
+    @property
+    def times(self) -> list[float]:
+        return [t for v in self.iteration_ms.values() for t in v]
+
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        times = self.times
+        return {**self.__dict__,
+                "ce_total": sum(self.ce_received.values()),
+                "mean_ms": float(np.mean(times)) if times else 0.0,
+                "p99_ms": float(np.percentile(times, 99)) if times else 0.0}
 
 
 def flows_of(placement: dict[str, tuple[str, ...]], order: list[str]) -> list[Flow]:
@@ -77,7 +89,8 @@ def _link_capacity_gbps(topo: Topology) -> float:
 def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: int = 30,
                 capacity_pps: int = 800, queue_depth: int = 100, ecn_threshold: int = 20,
                 seed: int = 0, pcap: bool = False, progress: bool = True) -> dict[str, Any]:
-    from controller.cassini import load_jobs, plan_cluster
+    from controller.cassini import load_jobs
+    from controller.cassini.scheduler import schedule
     from controller.emulation.net import running_network
     from controller.p4rt.client import SwitchClient, switch_addresses
     from controller.p4rt.deploy import deploy
@@ -91,17 +104,21 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
         raise InputError(f"--capacity-pps must be >= 10, got {capacity_pps}")
     topo = load_topology(topology_path)
     jobs = load_jobs(jobs_path)
-    plan = plan_cluster(topo, jobs, seed=seed)
-    order = [j.name for j in plan.jobs if j.name in plan.placement]
-    flows = flows_of(dict(plan.placement), order)
-    if not flows:
+    result_plans = schedule(topo, jobs, seed=seed)
+    plans = (result_plans.base, result_plans.base_shifted, result_plans.cassini)
+    arms = []
+    for plan in plans:
+        order = [j.name for j in plan.jobs if j.name in plan.placement]
+        arms.append((plan, order, flows_of(dict(plan.placement), order)))
+    if not any(flows for _, _, flows in arms):
         raise InputError("no job spans two hosts: nothing crosses the network",
                          source=jobs_path)
     scale = capacity_pps / _link_capacity_gbps(topo)  # packets per second per Gbps
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(topology_path, out / "topology.json")
     shutil.copy(jobs_path, out / "jobs.json")
-    (out / "plan.json").write_text(json.dumps(plan.to_dict(), indent=1, default=str))
+    (out / "plan.json").write_text(json.dumps({p.mode: p.to_dict() for p in plans}, indent=1,
+                                              default=str))
     pipeline = load_pipeline()
     runs: list[RunResult] = []
     with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as net:
@@ -114,20 +131,20 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
             setting = QueueSetting(rate_pps=capacity_pps, depth=queue_depth)
             for a in addresses.values():
                 run_cli(a, setting.commands())
-            for label, shifts in (("no shifts", {j: 0.0 for j in order}),
-                                  ("cassini", {j: float(plan.shifts_ms.get(j, 0.0))
-                                               for j in order})):
+            for plan, order, flows in arms:
                 if progress:
-                    print(f"  {label}: {len(flows)} flows, {iterations} iterations ...",
+                    print(f"  {plan.mode}: {len(flows)} flows, {iterations} iterations ...",
                           file=sys.stderr, flush=True)
+                shifts = {j: float(plan.shifts_ms.get(j, 0.0)) for j in order}
                 runs.append(_one_run(net, topo, plan, flows, shifts, scale, iterations, out,
-                                     label, clients))
+                                     plan.mode, clients))
         finally:
             for c in clients.values():
                 c.close()
-    result = {"plan": {"placement": {j: list(h) for j, h in plan.placement.items()},
-                       "shifts_ms": dict(plan.shifts_ms), "score": plan.score,
-                       "shared_links": plan.shared_links()},
+    result = {"plans": {p.mode: {"placement": {j: list(h) for j, h in p.placement.items()},
+                                 "shifts_ms": dict(p.shifts_ms), "score": p.score,
+                                 "candidate": p.candidate,
+                                 "shared_links": p.shared_links()} for p in plans},
               "capacity_pps": capacity_pps, "pps_per_gbps": scale,
               "queue_depth": queue_depth, "ecn_threshold": ecn_threshold,
               "iterations": iterations, "runs": [r.to_dict() for r in runs]}
@@ -143,19 +160,25 @@ def _marks(clients: dict[str, Any]) -> int:
 def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dict[str, float],
              scale: float, iterations: int, out: Path, label: str,
              clients: dict[str, Any]) -> RunResult:
-    tag = label.replace(" ", "-")
+    from controller.cassini.fluid import realign_grid
+    from controller.cassini.scheduler import DEFAULT_CHECK
+
+    tag = label.replace(" ", "-").replace("+", "-")
+    agents = any(v != 0 for v in shifts.values())
+    grid = realign_grid(plan.jobs, plan.traffic)
     longest = max(plan.job(f.job).iteration_ms for f in flows)
-    duration = 1.5 + (iterations + 2) * longest / 1000 + max(shifts.values()) / 1000 + 2.0
+    nominal = 3.0 + (iterations + 2) * longest / 1000 + max(shifts.values()) / 1000 + 2.0
+    duration = 4 * nominal + 10.0  # at most; receivers stop 3 s after the last packet
     marks_before = _marks(clients)
     receivers = {}
     for dst in sorted({f.dst for f in flows}):
         rx_out = out / "logs" / f"rx-{tag}-{dst}.json"
         receivers[dst] = (net.host(dst).popen(
             [sys.executable, "-m", "controller.emulation.agent", "receive", "--duration",
-             f"{duration:.2f}", "--out", str(rx_out)], stdout=subprocess.DEVNULL,
+             f"{duration:.2f}", "--idle", "3", "--out", str(rx_out)], stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE), rx_out)
     time.sleep(0.5)
-    epoch = time.time() + 1.0
+    epoch = time.time() + 2.5  # every sender is up and waiting by then
     senders = []
     for i, f in enumerate(flows):
         job = plan.job(f.job)
@@ -167,7 +190,10 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
              topo.hosts[f.dst].ip, "--job", str(f.job_id), "--iteration-ms",
              str(job.iteration_ms), "--phases", json.dumps(phases), "--shift-ms",
              str(shifts[f.job]), "--epoch", f"{epoch:.6f}", "--iterations", str(iterations),
-             "--out", str(tx_out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
+             "--out", str(tx_out),
+             *(["--grid-ms", str(grid[f.job]), "--budget-pct",
+                str(DEFAULT_CHECK.realign_budget_pct)] if agents else ["--no-realign"])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
             tx_out))
     for f, proc, _ in senders:
         _, err = proc.communicate(timeout=duration + 60)
@@ -205,7 +231,11 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
             times[f.job] = per_iter
         else:
             times[f.job] = [max(a, b) for a, b in zip(times[f.job], per_iter, strict=False)]
-    return RunResult(label, shifts, ce, got, sent, marks, times, realigned, unacked)
+    return RunResult(label, {j: list(h) for j, h in plan.placement.items()}, shifts, ce, got,
+                     sent, marks, times, realigned, unacked)
+
+
+_COLORS = {"base": "tab:gray", "base+shifts": "tab:orange", "cassini": "tab:blue"}
 
 
 def _report(out: Path, result: dict[str, Any], runs: list[RunResult]) -> None:
@@ -217,14 +247,14 @@ def _report(out: Path, result: dict[str, Any], runs: list[RunResult]) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     labels = [r.label for r in runs]
     axes[0].bar(labels, [sum(r.ce_received.values()) for r in runs],
-                color=["tab:gray", "tab:red"])
+                color=[_COLORS.get(x, "tab:red") for x in labels])
     axes[0].set_ylabel("CE-marked packets at the receivers")
-    axes[0].set_title("ECN marks, same placement", fontsize=10)
-    for r, color in zip(runs, ("tab:gray", "tab:red"), strict=False):
-        all_times = np.sort([t for ts in r.iteration_ms.values() for t in ts])
+    axes[0].set_title("ECN marks per arm", fontsize=10)
+    for r in runs:
+        all_times = np.sort(r.times)
         if len(all_times):
             axes[1].plot(all_times, np.arange(1, len(all_times) + 1) / len(all_times),
-                         color=color, label=r.label)
+                         color=_COLORS.get(r.label, "tab:red"), label=r.label)
     axes[1].set_xlabel("iteration time (ms)")
     axes[1].set_ylabel("CDF")
     axes[1].set_title("iteration times (all jobs)", fontsize=10)
@@ -232,32 +262,36 @@ def _report(out: Path, result: dict[str, Any], runs: list[RunResult]) -> None:
     fig.tight_layout()
     fig.savefig(out / "cassini.png", dpi=110)
     plt.close(fig)
-    lines = ["# CASSINI on BMv2", "",
-             f"Placement: {json.dumps(result['plan']['placement'])}; shifts (ms): "
-             f"{json.dumps({k: round(v, 1) for k, v in result['plan']['shifts_ms'].items()})}; "
-             f"shared links: {', '.join(result['plan']['shared_links']) or 'none'}.",
-             f"Every switch port drains {result['capacity_pps']} packets/s (the links' "
-             f"capacity; {result['pps_per_gbps']:.1f} packets/s per Gbps), queue depth "
-             f"{result['queue_depth']}, ECN threshold {result['ecn_threshold']} packets; "
-             f"{result['iterations']} iterations per job.", "",
-             "| run | CE at receivers | marked at switches | packets sent | received | "
-             "mean iteration ms | p99 iteration ms | unacknowledged |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in runs:
-        ts = [t for v in r.iteration_ms.values() for t in v]
-        mean = float(np.mean(ts)) if ts else 0.0
-        p99 = float(np.percentile(ts, 99)) if ts else 0.0
-        lines.append(f"| {r.label} | {sum(r.ce_received.values())} | {r.switch_marks} | "
+    lines = ["# CASSINI on BMv2", ""]
+    for mode, plan in result["plans"].items():
+        shifts = {k: round(v, 1) for k, v in plan["shifts_ms"].items() if v}
+        lines.append(f"- {mode}: placement {json.dumps(plan['placement'])}; shifts (ms) "
+                     f"{json.dumps(shifts) if shifts else 'none'}; shared links: "
+                     f"{', '.join(plan['shared_links']) or 'none'}.")
+    lines += ["",
+              f"Every switch port drains {result['capacity_pps']} packets/s (the links' "
+              f"capacity; {result['pps_per_gbps']:.1f} packets/s per Gbps), queue depth "
+              f"{result['queue_depth']}, ECN threshold {result['ecn_threshold']} packets; "
+              f"{result['iterations']} iterations per job.", "",
+              "| arm | CE at receivers | marked at switches | packets sent | received | "
+              "mean iteration ms | p99 iteration ms | re-alignments | unacknowledged |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r, d in zip(runs, result["runs"], strict=True):
+        lines.append(f"| {r.label} | {d['ce_total']} | {r.switch_marks} | "
                      f"{sum(r.packets_sent.values())} | {sum(r.packets_received.values())} | "
-                     f"{mean:.1f} | {p99:.1f} | {r.unacked} |")
-    if len(runs) == 2:
-        a, b = (sum(r.ce_received.values()) for r in runs)
-        verdict = ("fewer CE marks with CASSINI's shifts" if b < a else
-                   "NOT fewer CE marks with the shifts")
-        lines += ["", f"Result: {verdict} ({a} without, {b} with)."]
+                     f"{d['mean_ms']:.1f} | {d['p99_ms']:.1f} | {sum(r.realigned.values())} | "
+                     f"{r.unacked} |")
+    by = {d["label"]: d for d in result["runs"]}
+    if "base" in by and "cassini" in by:
+        a, b = by["base"], by["cassini"]
+        ratio = (f"{a['ce_total'] / b['ce_total']:.3g}x fewer" if b["ce_total"]
+                 else f"{a['ce_total']} -> 0")
+        lines += ["", f"CASSINI against the base without shifts: CE marks {ratio}; p99 "
+                      f"iteration {a['p99_ms']:.0f} -> {b['p99_ms']:.0f} ms, mean "
+                      f"{a['mean_ms']:.0f} -> {b['mean_ms']:.0f} ms."]
     lines += ["", "Switch counters count a packet at every switch that marks it, receivers once. "
-              "A sender waits for the receiver's acknowledgement of each iteration's last "
-              "packet (resent every 50 ms, for at most max(1 s, 2 T)); an iteration whose "
-              "acknowledgement is lost in a full queue ends at that limit, which is where the "
-              "long tail of iteration times comes from.", "", "![cassini](cassini.png)"]
+              "Senders cut their rate on echoed CE marks (DCTCP-like). A sender waits for the "
+              "receiver's acknowledgement of each iteration's last packet (resent every 50 ms, "
+              "for at most max(1 s, 2 T)); an iteration whose acknowledgement is lost ends at "
+              "that limit.", "", "![cassini](cassini.png)"]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
