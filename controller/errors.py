@@ -38,6 +38,10 @@ def parse_json(text: str, source: str | None) -> Any:
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}",
                          source=source) from None
+    except RecursionError:
+        raise InputError("not valid JSON here: nested too deeply", source=source) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise InputError(f"not valid JSON: {exc}", source=source) from None
 
 
 def read_json(path: str | Path) -> Any:
