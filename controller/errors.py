@@ -24,6 +24,15 @@ def read_text(path: str | Path) -> str:
     """A user's file as text; an unreadable one is an InputError naming it."""
     p = Path(path)
     try:
+        size = p.stat().st_size if p.is_file() else 0
+    except OSError:
+        size = 0
+    if size:
+        from controller.limits import check_memory
+
+        # a JSON document takes 10-20 times its size once parsed into Python objects
+        check_memory(f"reading {p} ({size / 1e6:.4g} MB)", 20 * size, flag=None)
+    try:
         return p.read_text()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None

@@ -226,3 +226,30 @@ def optimum(tree: Tree, k: int) -> float:
     """The optimal phi alone (Gather without Color)."""
     return gather(tree, k).optimum
 
+
+
+def estimate_bytes(tree: Tree, k: int) -> int:
+    """Peak memory of `solve(tree, k)`, estimated from the shape alone in O(n).
+
+    What stays allocated until Color: each node's distances up (depth floats), its colour
+    decisions (depth x width booleans) and the budget splits of its merges (depth x width
+    int32 per child after the first); what lives a level at a time: the float tables of two
+    adjacent depths and the temporaries of their merge. Width is min(k, available switches
+    in the subtree) + 1. A path of n switches needs n^2 / 2 distances: that is what makes
+    deep trees expensive, whatever k.
+    """
+    k = check_k(k)
+    n = tree.n
+    avail_below = tree.available.astype(np.int64)
+    for v in range(n - 1, 0, -1):
+        avail_below[tree.parent[v]] += avail_below[v]
+    width = np.minimum(avail_below, k) + 1
+    depth = tree.depth.astype(np.float64)
+    kids = np.array([len(c) for c in tree.children], dtype=np.float64)
+    cells = (depth + 1) * width
+    stored = (8 * depth + np.where(tree.available, depth * width, 0)
+              + 4 * cells * np.maximum(0, kids - 1))
+    per_level = np.bincount(tree.depth, weights=8 * cells)
+    pair = per_level[:-1] + per_level[1:] if len(per_level) > 1 else per_level
+    live = 3 * float(pair.max())
+    return int(stored.sum() + live + 400 * n)
