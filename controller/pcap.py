@@ -1,9 +1,9 @@
 """`innet pcap summary`: per-flow packets, bytes and CE marks, and a timeline, from a capture.
 
-Captures of a congested run are large, so the file is streamed with scapy's RawPcapReader
-and each frame's Ethernet/IPv4/UDP/TCP headers are read with `struct` (no per-packet scapy
-objects): memory stays constant whatever the capture's size, and it goes about 10x faster
-than building scapy packets.
+Captures of a congested run are large, so the file is streamed (`controller.capture`, which
+also refuses a damaged capture instead of reading part of it) and each frame's
+Ethernet/IPv4/UDP/TCP headers are read with `struct` (no per-packet scapy objects): memory
+stays constant whatever the capture's size.
 """
 
 from __future__ import annotations
@@ -132,31 +132,12 @@ def parse_frame(data: bytes, linktype: int, t: float, wirelen: int) -> Frame | N
 
 
 def read_frames(path: str | Path) -> Iterator[Frame | None]:
-    """Stream a pcap or pcapng; yields None for frames that are not IPv4."""
-    from scapy.utils import RawPcapReader
+    """Stream a pcap or pcapng; yields None for frames that are not IPv4. A damaged capture
+    (a record length that is corrupt or cut short) is an InputError, never a partial read."""
+    from controller.capture import read_records
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("no such capture file", source=str(p))
-    try:
-        reader = RawPcapReader(str(p))
-    except Exception as exc:  # scapy raises Scapy_Exception for a non-pcap file
-        raise InputError(f"not a pcap or pcapng capture ({exc})", source=str(p)) from None
-    linktype = getattr(reader, "linktype", LINKTYPE_ETHERNET)
-    try:
-        for data, raw_meta in reader:
-            meta: Any = raw_meta  # pcap and pcapng metadata differ; read them by name
-            if hasattr(meta, "sec"):
-                t = meta.sec + meta.usec / 1e6
-                wirelen = getattr(meta, "wirelen", len(data)) or len(data)
-            else:  # pcapng metadata
-                res = getattr(meta, "tsresol", 1_000_000) or 1_000_000
-                t = ((meta.tshigh << 32) | meta.tslow) / res
-                wirelen = getattr(meta, "wirelen", len(data)) or len(data)
-                linktype = getattr(meta, "linktype", linktype)
-            yield parse_frame(data, linktype, t, wirelen)
-    finally:
-        reader.close()
+    for rec in read_records(path):
+        yield parse_frame(rec.data, rec.linktype, rec.time, rec.wirelen)
 
 
 def summarise(path: str | Path, bins: int = 200, bin_s: float | None = None) -> Summary:
