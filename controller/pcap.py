@@ -9,15 +9,19 @@ stays constant whatever the capture's size.
 from __future__ import annotations
 
 import argparse
-import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.argtypes import float_in, int_in
 from controller.errors import InputError
+from controller.jsonout import print_json
+from controller.outpaths import image_file
 from controller.table import format_table
+
+MAX_BINS = 1_000_000  # timeline bins: three lists of Python ints, about 100 MB
 
 ETH_IPV4 = 0x0800
 ETH_VLAN = 0x8100
@@ -159,6 +163,10 @@ def summarise(path: str | Path, bins: int = 200, bin_s: float | None = None) -> 
     summary.start, summary.end = start, end
     span = max(end - start, 1e-6)
     width = bin_s if bin_s else span / bins
+    if span / width >= MAX_BINS:
+        raise InputError(f"the capture spans {span:.6g} s: bins of {width * 1e3:g} ms would be "
+                         f"{span / width:.3g} bins, more than {MAX_BINS}; give a larger --bin-ms",
+                         source=str(path))
     n_bins = int(span / width) + 1
     summary.bin_s = width
     summary.timeline_bytes = [0] * n_bins
@@ -206,21 +214,29 @@ def register(sub: Any) -> None:
                     "protocol, ports) the packets, bytes, ECN-capable (ECT) and CE-marked "
                     "packets; with --plot, the rate and the CE marks over time.",
     )
-    s.add_argument("capture", metavar="CAPTURE.pcap")
-    s.add_argument("--plot", metavar="FILE.png", help="draw the rate and CE-marks timeline")
-    s.add_argument("--bins", type=int, default=200, help="timeline bins (default 200)")
-    s.add_argument("--bin-ms", type=float, help="timeline bin width in ms (overrides --bins)")
-    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("capture", metavar="CAPTURE.pcap", help="the capture (pcap or pcapng)")
+    s.add_argument("--plot", type=image_file, metavar="FILE.png",
+                   help="draw the rate and CE-marks timeline into this image (.png, .pdf, .svg, "
+                        ".jpg; default: no plot)")
+    s.add_argument("--bins", type=int_in(1, MAX_BINS), default=200,
+                   help="timeline bins over the capture's span")
+    s.add_argument("--bin-ms", type=float_in(0.001, 3_600_000), default=None,
+                   help="timeline bin width in ms (default: the span / --bins)")
+    s.add_argument("--json", action="store_true",
+                   help='print {"packets", "non_ipv4_packets", "duration_s", "flows": [{"src", '
+                        '"dst", "proto", "sport", "dport", "packets", "bytes", "ect", "ce", '
+                        '"duration_s"}], "timeline": {"bin_s", "bytes", "packets", "ce"}}')
     s.set_defaults(func=cmd_summary)
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    if args.bins < 1:
-        raise InputError(f"--bins must be >= 1, got {args.bins}")
     summary = summarise(args.capture, bins=args.bins,
                         bin_s=args.bin_ms / 1000 if args.bin_ms else None)
     if args.json:
-        print(json.dumps(summary.to_dict()))
+        if args.plot:
+            summary_plot(summary, args)
+        print_json(summary.to_dict())
+        return 0
     else:
         d = summary.to_dict()
         print(f"{args.capture}: {d['packets']} packets ({d['non_ipv4_packets']} not IPv4) "
@@ -232,8 +248,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
             print(format_table(["source", "destination", "proto", "packets", "bytes", "ECT",
                                 "CE", "CE share"], rows))
     if args.plot:
-        if not summary.flows:
-            raise InputError("no IPv4 packets to plot", source=args.capture)
-        plot_summary(summary, Path(args.plot), f"{Path(args.capture).name}: rate and CE marks")
+        summary_plot(summary, args)
         print(f"wrote {args.plot}")
     return 0
+
+
+def summary_plot(summary: Summary, args: argparse.Namespace) -> None:
+    if not summary.flows:
+        raise InputError("no IPv4 packets to plot", source=args.capture)
+    plot_summary(summary, Path(args.plot), f"{Path(args.capture).name}: rate and CE marks")
