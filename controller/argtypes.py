@@ -80,11 +80,12 @@ def float_in(low: float, high: float, *, low_open: bool = False,
 
 
 def positive_float(text: str) -> float:
-    """A finite number flag that must be > 0 (at most 1e12: no quantity of innet is larger)."""
+    """A positive number flag of a sane magnitude, 1e-9 to 1e12: no quantity of innet is
+    outside that range, and dividing by a smaller one could overflow to infinity."""
     return _POSITIVE(text)
 
 
-_POSITIVE = float_in(0.0, 1e12, low_open=True)
+_POSITIVE = float_in(1e-9, 1e12)
 
 # Flags many commands share, with one meaning and one set of bounds everywhere.
 SEED = int_in(0, 2**63 - 1)  # NumPy's generators refuse negative seeds

@@ -97,6 +97,12 @@ def _pcap(f: BinaryIO, magic: bytes, size: int) -> Iterator[Record]:
         if caplen > limit:
             raise _Damaged(f"record {index} at byte {offset}: captured length {caplen} is "
                            f"larger than any frame ({limit} bytes at most)")
+        if wirelen and caplen > wirelen:
+            raise _Damaged(f"record {index} at byte {offset}: captured length {caplen} is "
+                           f"larger than its length on the wire ({wirelen})")
+        if frac >= round(1 / unit):
+            raise _Damaged(f"record {index} at byte {offset}: its timestamp's fraction "
+                           f"{frac} is not below one second")
         if caplen > size - offset - 16:
             raise _Damaged(f"record {index} at byte {offset}: captured length {caplen} runs "
                            f"past the end of the file ({size - offset - 16} bytes left)")

@@ -43,8 +43,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        if ("default" in text.lower() or action.default in (None, False, argparse.SUPPRESS)
-                or isinstance(action.default, bool) or not action.option_strings):
+        if ("default" in text.lower() or action.default is None
+                or action.default is argparse.SUPPRESS or isinstance(action.default, bool)
+                or not action.option_strings):
             return text
         return super()._get_help_string(action)
 

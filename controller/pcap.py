@@ -205,7 +205,10 @@ def plot_summary(summary: Summary, out: Path, title: str) -> None:
 
 
 def register(sub: Any) -> None:
-    pcap = sub.add_parser("pcap", help="summarise packet captures (flows, rates, CE marks)")
+    pcap = sub.add_parser("pcap", help="summarise packet captures (flows, rates, CE marks)",
+                          description="Read packet captures (pcap or pcapng, streamed) and "
+                                      "summarise them; a damaged capture is refused, never "
+                                      "read in part.")
     psub = pcap.add_subparsers(dest="pcap_command", metavar="SUBCOMMAND", required=True)
     s = psub.add_parser(
         "summary",

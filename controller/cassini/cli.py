@@ -138,9 +138,11 @@ def register(sub: Any) -> None:
     ev.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
     where = ev.add_mutually_exclusive_group(required=True)
     where.add_argument("--capacity", type=_positive, metavar="GBPS",
-                       help="all jobs share one link of this many Gbps")
+                       help="all jobs share one link of this many Gbps (give this or "
+                            "--topology; no default)")
     where.add_argument("--topology", metavar="TOPO.json",
-                       help="place the jobs on this topology (e.g. topologies/leafspine24.json)")
+                       help="place the jobs on this topology, e.g. topologies/leafspine24.json "
+                            "(give this or --capacity; no default)")
     ev.add_argument("--out", type=output_dir, required=True, metavar="DIR",
                     help="directory for the plots (created if missing; required)")
     ev.add_argument("--prefix", type=_prefix,
