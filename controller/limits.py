@@ -43,3 +43,19 @@ def check_memory(what: str, estimate: float, *, force: bool = False,
         insist = f"; {flag} runs it anyway" if flag else ""
         raise InputError(f"{what} would need about {gib(estimate)} of memory, more than the "
                          f"{gib(avail)} available here{insist}")
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
+def check_time(what: str, estimate_s: float, limit_s: float, *, force: bool = False,
+               flag: str = "--force") -> None:
+    """Refuse `what` when its estimated run time exceeds `limit_s` (unless forced)."""
+    if not force and estimate_s > limit_s:
+        raise InputError(f"{what} would take about {duration(estimate_s)} (more than "
+                         f"{duration(limit_s)}); {flag} runs it anyway")

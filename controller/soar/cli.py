@@ -12,7 +12,7 @@ import numpy as np
 from controller.argtypes import PROCESSES, SEED, K, int_in
 from controller.errors import InputError
 from controller.jsonout import dumps, print_json
-from controller.limits import check_memory
+from controller.limits import check_memory, check_time
 from controller.outpaths import output_dir, output_file
 from controller.soar.baselines import STRATEGIES, run_strategy
 from controller.soar.generate import (
@@ -24,7 +24,7 @@ from controller.soar.generate import (
 )
 from controller.soar.model import Tree, check_k, load_tree, phi, tree_to_dict
 from controller.soar.online import run_online
-from controller.soar.solver import estimate_bytes
+from controller.soar.solver import estimate_bytes, estimate_seconds
 from controller.table import format_table
 
 DEFAULT_INSTANCE = "BT(256), uniform loads on the leaves, linear rates, seed 0"
@@ -43,14 +43,20 @@ def _tree_arg(path: str | None) -> tuple[Tree, str]:
 MAX_GEN_SWITCHES = 50_000_000  # 1.5 KB each while generating: 75 GB, beyond any machine here
 MAX_WORKLOADS = 10_000
 MAX_SEEDS = 100  # per point of an experiment: 10x the paper's, hours on two cores
-FORCE_HELP = ("solve even when the memory estimate exceeds what this machine has available "
-              "(it would most likely be killed)")
+TIME_LIMIT_S = 600.0  # beyond 10 minutes, ask for --force: likely a mistake in the sizes
+FORCE_HELP = ("run even when the estimate of memory or time exceeds what this machine has "
+              "(more memory than available, more than 10 minutes)")
 
 
-def _check_fits(tree: Tree, k: int, what: str, force: bool) -> None:
-    """Refuse a solve whose tables would not fit in memory: deep trees need depth^2 cells."""
-    check_memory(f"{what} (n = {tree.n - 1} switches, height {tree.height}, k = {k})",
-                 estimate_bytes(tree, k), force=force)
+def _check_fits(tree: Tree, k: int, what: str, force: bool, repeat: int = 1) -> None:
+    """Refuse a solve whose tables would not fit in memory (deep trees need depth^2 cells)
+    or that would run for more than TIME_LIMIT_S, before starting it."""
+    where = f"{what} (n = {tree.n - 1} switches, height {tree.height}, k = {k})"
+    check_memory(where, estimate_bytes(tree, k), force=force)
+    # every plan of the online setting also rebuilds the tree: ~10 us per node, 6 strategies
+    per_plan = estimate_seconds(tree, k) + (6 * 10e-6 * tree.n if repeat > 1 else 0.0)
+    check_time(where if repeat == 1 else f"{where}, {repeat} workloads", repeat * per_plan,
+               TIME_LIMIT_S, force=force)
 
 
 def _k_option(p: argparse.ArgumentParser, **kwargs: Any) -> None:
@@ -274,7 +280,7 @@ def cmd_gen(args: argparse.Namespace) -> int:
 def cmd_online(args: argparse.Namespace) -> int:
     tree, label = _tree_arg(args.instance)
     k = check_k(args.k)
-    _check_fits(tree, k, f"solving {label}", args.force)
+    _check_fits(tree, k, f"solving {label}", args.force, repeat=args.workloads)
     rng = np.random.default_rng(args.seed)
     loads = [workload(tree, "uniform" if rng.random() < 0.5 else "power-law", rng)
              for _ in range(args.workloads)]
@@ -282,7 +288,10 @@ def cmd_online(args: argparse.Namespace) -> int:
     for name in STRATEGIES:
         if name == "all-blue":
             continue
-        result = run_online(tree, loads, k, args.capacity, name, args.seed)
+        from tqdm import tqdm
+
+        steps = tqdm(loads, desc=name, unit="workload", disable=None, leave=False)
+        result = run_online(tree, steps, k, args.capacity, name, args.seed)
         ratios[name] = result.running_ratio()
     if args.json:
         print_json({"instance": label, "workloads": args.workloads, "k": k,

@@ -253,3 +253,19 @@ def estimate_bytes(tree: Tree, k: int) -> int:
     pair = per_level[:-1] + per_level[1:] if len(per_level) > 1 else per_level
     live = 3 * float(pair.max())
     return int(stored.sum() + live + 400 * n)
+
+
+def estimate_seconds(tree: Tree, k: int) -> float:
+    """Run time of `solve(tree, k)` on this machine's class of CPU, roughly and from above.
+
+    Measured (benchmarks/soar_bench.py and random shapes): about 30 us per node of Python
+    and NumPy call overhead (batches are small on irregular trees) plus about 6 ns per table
+    cell (depth x width), which dominates on deep trees: a path of 6,000 switches with k = 64
+    has 1.2e9 cells and takes 5 s.
+    """
+    k = check_k(k)
+    avail_below = tree.available.astype(np.int64)
+    for v in range(tree.n - 1, 0, -1):
+        avail_below[tree.parent[v]] += avail_below[v]
+    cells = float(((tree.depth + 1) * (np.minimum(avail_below, k) + 1)).sum())
+    return 30e-6 * tree.n + 6e-9 * cells
