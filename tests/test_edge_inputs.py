@@ -551,3 +551,31 @@ def test_random_argv_never_tracebacks() -> None:
     for _ in range(60):
         argv = [rng.choice(words) for _ in range(rng.randint(0, 6))]
         check(argv, ok_codes=(0, 2), label="(random argv)")
+
+
+@pytest.mark.usefixtures("no_p4runtime_threads_left")
+def test_deploy_and_status_json_against_a_p4runtime_server(tmp_path: Path) -> None:
+    """The two commands that talk to switches: one JSON document each, same names as the
+    human output (against the in-process P4Runtime server that checks every request)."""
+    from controller.p4rt.fake_server import FakeP4RuntimeServer
+
+    topo = json.loads(Path(BT15).read_text())
+    names = list(topo["switches"])
+    with FakeP4RuntimeServer(tuple(range(len(names)))) as srv:
+        for i, name in enumerate(names):
+            topo["switches"][name] = {"grpc": srv.address, "device_id": i}
+        path = _write(tmp_path, "remote.json", topo)
+        _, out, _ = check(["deploy", "--topology", path, "--workload", WORKLOAD, "-k", "4",
+                           "--json"], json_out=True, ok_codes=(0,))
+        deployed = json.loads(out)
+        assert deployed["jobs"][0]["blue"] == ["s4", "s5", "s6", "s7"]
+        assert deployed["program_loads"] == 15 and deployed["writes"] == 274
+        assert not deployed["dry_run"] and deployed["switches"]["s4"]["load_program"]
+        _, out, _ = check(["status", "--topology", path, "--switch", "s4", "--json"],
+                          json_out=True, ok_codes=(0,))
+        (s4,) = json.loads(out)["switches"]
+        assert s4["switch"] == "s4" and s4["runs_ours"] and s4["error"] is None
+        assert len(s4["entries"]) == len(deployed["switches"]["s4"]["insert"]) + len(
+            deployed["switches"]["s4"]["modify"])
+        assert set(s4["aggregation_packets"]) == {"held", "emitted", "duplicate", "busy",
+                                                  "foreign"}
