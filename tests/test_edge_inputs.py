@@ -45,7 +45,8 @@ FAST = settings(max_examples=25, deadline=10_000, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow,
                                        HealthCheck.function_scoped_fixture])
 
-COUNTS: Counter[str] = Counter()
+COUNTS: Counter[str] = Counter()  # inputs fed to each command
+REFUSED: Counter[str] = Counter()  # of which refused with exit 2
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,7 +54,8 @@ def _write_counts() -> Iterator[None]:
     yield
     target = os.environ.get("INNET_EDGE_COUNTS")
     if target:
-        Path(target).write_text(json.dumps(dict(sorted(COUNTS.items())), indent=1) + "\n")
+        table = {c: {"tried": n, "refused": REFUSED[c]} for c, n in sorted(COUNTS.items())}
+        Path(target).write_text(json.dumps(table, indent=1) + "\n")
 
 
 def _command(argv: list[str]) -> str:
@@ -64,13 +66,15 @@ def _command(argv: list[str]) -> str:
 
 def run(argv: list[str], label: str | None = None) -> tuple[int, str, str]:
     """main(argv) in-process: (exit status, stdout, stderr)."""
-    COUNTS[label or _command(argv)] += 1
+    name = label or _command(argv)
+    COUNTS[name] += 1
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(argv)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
+    REFUSED[name] += code == 2
     return code, out.getvalue(), err.getvalue()
 
 
