@@ -21,21 +21,29 @@ class InputError(ValueError):
 
 
 def read_text(path: str | Path) -> str:
-    """A user's file as text; an unreadable one is an InputError naming it."""
-    p = Path(path)
-    try:
-        size = p.stat().st_size if p.is_file() else 0
-    except OSError:
-        size = 0
-    if size:
-        from controller.limits import check_memory
+    """A user's file as text; an unreadable one is an InputError naming it. A file whose
+    parse would not fit in memory is refused before it is read (and a device or pipe that
+    never ends, like /dev/zero, is cut off at that size instead of read until memory runs out).
+    """
+    from controller.limits import available_memory, gib
 
-        # a JSON document takes 10-20 times its size once parsed into Python objects
-        check_memory(f"reading {p} ({size / 1e6:.4g} MB)", 20 * size, flag=None)
+    p = Path(path)
+    # a JSON document takes 10-20 times its size once parsed into Python objects
+    limit = available_memory() // 20
     try:
-        return p.read_text()
+        if p.is_file() and p.stat().st_size > limit:
+            raise InputError(f"{p.stat().st_size / 1e6:.4g} MB: parsing it would need about "
+                             f"{gib(20 * p.stat().st_size)} of memory, more than the "
+                             f"{gib(20 * limit)} available here", source=str(p))
+        with p.open("rb") as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
+    if len(data) > limit:
+        raise InputError(f"more than {limit / 1e6:.4g} MB: too large to parse in the memory "
+                         "available here", source=str(p))
+    try:
+        return data.decode()
     except UnicodeDecodeError:
         raise InputError("not a text file", source=str(p)) from None
 
