@@ -583,3 +583,44 @@ def test_deploy_and_status_json_against_a_p4runtime_server(tmp_path: Path) -> No
             deployed["switches"]["s4"]["modify"])
         assert set(s4["aggregation_packets"]) == {"held", "emitted", "duplicate", "busy",
                                                   "foreign"}
+
+
+def test_demo_json_keeps_progress_off_stdout(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """demo prints sections as it goes; with --json they go to stderr and stdout holds one
+    document. (The demo itself is exercised by test_demo.py; here only its --json mode.)"""
+    from controller import demo
+
+    def fake(args: Any) -> tuple[Path, list[str], list[str]]:
+        print("== SOAR ==")
+        print("some table")
+        return Path(args.out), ["SOAR comparison"], ["the BMv2 experiments: no root"]
+
+    monkeypatch.setattr(demo, "_run_demo", fake)
+    code, out, err = run(["demo", "--out", str(tmp_path), "--json"])
+    assert code == 0 and "== SOAR ==" in err
+    assert json.loads(out) == {"out": str(tmp_path), "ran": ["SOAR comparison"],
+                               "skipped": ["the BMv2 experiments: no root"]}
+
+
+def test_run_json_is_one_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`innet run ... --json` shapes the experiments' results (which need BMv2 and root and
+    are run by test_emulation_bmv2.py) into one strict document."""
+    from controller.emulation import aggregation, cassini_run
+    from controller.emulation import cli as emulation_cli
+
+    monkeypatch.setattr(emulation_cli, "_check_environment", lambda: None)
+    run_ = aggregation.StrategyRun("soar", 4, ("s4",), 5, 28.0, 28.0, True, 12, {"s4": 5},
+                                   {"s4": 1})
+    monkeypatch.setattr(aggregation, "run_aggregation", lambda *a, **k: [run_])
+    _, out, _ = check(["run", "aggregation", "--topology", BT15, "--out", str(tmp_path),
+                       "--json"], json_out=True, ok_codes=(0,))
+    doc = json.loads(out)
+    assert doc["ok"] and doc["strategies"][0]["measured_cost"] == 28.0
+    result = {"runs": [cassini_run.RunResult("no shifts", {"a": 0.0}, {"h2": 3}, {"h2": 9},
+                                             {"h1": 9}, 5, {"a": [300.0]}, {"a": 0},
+                                             0).to_dict()]}
+    monkeypatch.setattr(cassini_run, "run_cassini", lambda *a, **k: result)
+    _, out, _ = check(["run", "cassini", "--topology", LEAFSPINE, "--jobs", PAIR, "--out",
+                       str(tmp_path), "--json"], json_out=True, ok_codes=(0,))
+    assert json.loads(out)["runs"][0]["switch_marks"] == 5
