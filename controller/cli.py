@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from controller import __version__
 from controller.errors import InputError
@@ -30,10 +31,42 @@ Run `innet COMMAND --help` for the options of each.
 """
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless the help already says it (or there
+    is none to say: a flag, or a default of None that the help explains). A description
+    written with line breaks is kept as written; one without is wrapped."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if ("default" in text.lower() or action.default is None
+                or action.default is argparse.SUPPRESS or isinstance(action.default, bool)
+                or not action.option_strings):
+            return text
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `innet soar solve: argument -k: expected ...`, exit 2.
+
+    Subcommand parsers are made with this class too (argparse uses the parent's class), and
+    every one formats its help with `HelpFormatter` whatever its caller asked for.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["formatter_class"] = HelpFormatter
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="innet", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = Parser(prog="innet", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"innet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     from controller.soar import cli as soar_cli
@@ -65,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a bad flag exits 2 here, after one line (Parser.error)
     try:
         result = args.func(args)
     except InputError as exc:
@@ -80,6 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # a file or folder the user named that the system refused after all (full disk, a
+        # read-only mount found out only on write): the user's to fix, so one line, exit 2
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"innet: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("innet: out of memory: the input is too large for this machine", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

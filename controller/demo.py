@@ -9,11 +9,15 @@ evaluation) and says what it skipped and how to get the rest.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from controller.errors import InputError
+from controller.jsonout import print_json
+from controller.outpaths import output_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGIES = ROOT / "topologies"
@@ -42,10 +46,14 @@ def register(sub: Any) -> None:
             "Everything lands in --out (default runs/demo-DATE), one folder per part."
         ),
     )
-    demo.add_argument("--out", type=Path, default=None, help="folder (default runs/demo-DATE)")
+    demo.add_argument("--out", type=output_dir, default=None,
+                      help="folder (default runs/demo-DATE)")
     demo.add_argument("--quick", action="store_true", help="smaller runs (about a minute)")
     demo.add_argument("--skip-emulation", action="store_true",
                       help="do not start Mininet even if it could run")
+    demo.add_argument("--json", action="store_true",
+                      help='print {"out", "ran", "skipped"} at the end (the progress goes to '
+                           "standard error)")
     demo.set_defaults(func=cmd_demo)
 
 
@@ -62,6 +70,16 @@ def _section(title: str) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.json:
+        _run_demo(args)
+        return 0
+    with contextlib.redirect_stdout(sys.stderr):
+        out, done, skipped = _run_demo(args)
+    print_json({"out": str(out), "ran": done, "skipped": skipped})
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
     from controller.emulation.net import require_bmv2, require_mininet
     from controller.soar.cli import compare_rows
     from controller.soar.experiments import run_experiment
@@ -144,4 +162,4 @@ def cmd_demo(args: argparse.Namespace) -> int:
               "amd64.tar.xz ./setup.sh (Debian 12), ./setup.sh (Ubuntu, with the p4lang apt "
               "packages) or the Vagrantfile's VM (vagrant up); `innet doctor` lists what is "
               "missing and the command for each part.")
-    return 0
+    return out, done, skipped

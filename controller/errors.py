@@ -21,12 +21,29 @@ class InputError(ValueError):
 
 
 def read_text(path: str | Path) -> str:
-    """A user's file as text; an unreadable one is an InputError naming it."""
+    """A user's file as text; an unreadable one is an InputError naming it. A file whose
+    parse would not fit in memory is refused before it is read (and a device or pipe that
+    never ends, like /dev/zero, is cut off at that size instead of read until memory runs out).
+    """
+    from controller.limits import available_memory, gib
+
     p = Path(path)
+    # a JSON document takes 10-20 times its size once parsed into Python objects
+    limit = available_memory() // 20
     try:
-        return p.read_text()
+        if p.is_file() and p.stat().st_size > limit:
+            raise InputError(f"{p.stat().st_size / 1e6:.4g} MB: parsing it would need about "
+                             f"{gib(20 * p.stat().st_size)} of memory, more than the "
+                             f"{gib(20 * limit)} available here", source=str(p))
+        with p.open("rb") as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
+    if len(data) > limit:
+        raise InputError(f"more than {limit / 1e6:.4g} MB: too large to parse in the memory "
+                         "available here", source=str(p))
+    try:
+        return data.decode()
     except UnicodeDecodeError:
         raise InputError("not a text file", source=str(p)) from None
 
@@ -38,6 +55,10 @@ def parse_json(text: str, source: str | None) -> Any:
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON: {exc.msg} at line {exc.lineno}",
                          source=source) from None
+    except RecursionError:
+        raise InputError("not valid JSON here: nested too deeply", source=source) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise InputError(f"not valid JSON: {exc}", source=source) from None
 
 
 def read_json(path: str | Path) -> Any:

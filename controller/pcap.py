@@ -1,23 +1,27 @@
 """`innet pcap summary`: per-flow packets, bytes and CE marks, and a timeline, from a capture.
 
-Captures of a congested run are large, so the file is streamed with scapy's RawPcapReader
-and each frame's Ethernet/IPv4/UDP/TCP headers are read with `struct` (no per-packet scapy
-objects): memory stays constant whatever the capture's size, and it goes about 10x faster
-than building scapy packets.
+Captures of a congested run are large, so the file is streamed (`controller.capture`, which
+also refuses a damaged capture instead of reading part of it) and each frame's
+Ethernet/IPv4/UDP/TCP headers are read with `struct` (no per-packet scapy objects): memory
+stays constant whatever the capture's size.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.argtypes import float_in, int_in
 from controller.errors import InputError
+from controller.jsonout import print_json
+from controller.outpaths import image_file
 from controller.table import format_table
+
+MAX_BINS = 1_000_000  # timeline bins: three lists of Python ints, about 100 MB
 
 ETH_IPV4 = 0x0800
 ETH_VLAN = 0x8100
@@ -132,31 +136,12 @@ def parse_frame(data: bytes, linktype: int, t: float, wirelen: int) -> Frame | N
 
 
 def read_frames(path: str | Path) -> Iterator[Frame | None]:
-    """Stream a pcap or pcapng; yields None for frames that are not IPv4."""
-    from scapy.utils import RawPcapReader
+    """Stream a pcap or pcapng; yields None for frames that are not IPv4. A damaged capture
+    (a record length that is corrupt or cut short) is an InputError, never a partial read."""
+    from controller.capture import read_records
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("no such capture file", source=str(p))
-    try:
-        reader = RawPcapReader(str(p))
-    except Exception as exc:  # scapy raises Scapy_Exception for a non-pcap file
-        raise InputError(f"not a pcap or pcapng capture ({exc})", source=str(p)) from None
-    linktype = getattr(reader, "linktype", LINKTYPE_ETHERNET)
-    try:
-        for data, raw_meta in reader:
-            meta: Any = raw_meta  # pcap and pcapng metadata differ; read them by name
-            if hasattr(meta, "sec"):
-                t = meta.sec + meta.usec / 1e6
-                wirelen = getattr(meta, "wirelen", len(data)) or len(data)
-            else:  # pcapng metadata
-                res = getattr(meta, "tsresol", 1_000_000) or 1_000_000
-                t = ((meta.tshigh << 32) | meta.tslow) / res
-                wirelen = getattr(meta, "wirelen", len(data)) or len(data)
-                linktype = getattr(meta, "linktype", linktype)
-            yield parse_frame(data, linktype, t, wirelen)
-    finally:
-        reader.close()
+    for rec in read_records(path):
+        yield parse_frame(rec.data, rec.linktype, rec.time, rec.wirelen)
 
 
 def summarise(path: str | Path, bins: int = 200, bin_s: float | None = None) -> Summary:
@@ -178,6 +163,10 @@ def summarise(path: str | Path, bins: int = 200, bin_s: float | None = None) -> 
     summary.start, summary.end = start, end
     span = max(end - start, 1e-6)
     width = bin_s if bin_s else span / bins
+    if span / width >= MAX_BINS:
+        raise InputError(f"the capture spans {span:.6g} s: bins of {width * 1e3:g} ms would be "
+                         f"{span / width:.3g} bins, more than {MAX_BINS}; give a larger --bin-ms",
+                         source=str(path))
     n_bins = int(span / width) + 1
     summary.bin_s = width
     summary.timeline_bytes = [0] * n_bins
@@ -216,7 +205,10 @@ def plot_summary(summary: Summary, out: Path, title: str) -> None:
 
 
 def register(sub: Any) -> None:
-    pcap = sub.add_parser("pcap", help="summarise packet captures (flows, rates, CE marks)")
+    pcap = sub.add_parser("pcap", help="summarise packet captures (flows, rates, CE marks)",
+                          description="Read packet captures (pcap or pcapng, streamed) and "
+                                      "summarise them; a damaged capture is refused, never "
+                                      "read in part.")
     psub = pcap.add_subparsers(dest="pcap_command", metavar="SUBCOMMAND", required=True)
     s = psub.add_parser(
         "summary",
@@ -225,21 +217,29 @@ def register(sub: Any) -> None:
                     "protocol, ports) the packets, bytes, ECN-capable (ECT) and CE-marked "
                     "packets; with --plot, the rate and the CE marks over time.",
     )
-    s.add_argument("capture", metavar="CAPTURE.pcap")
-    s.add_argument("--plot", metavar="FILE.png", help="draw the rate and CE-marks timeline")
-    s.add_argument("--bins", type=int, default=200, help="timeline bins (default 200)")
-    s.add_argument("--bin-ms", type=float, help="timeline bin width in ms (overrides --bins)")
-    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("capture", metavar="CAPTURE.pcap", help="the capture (pcap or pcapng)")
+    s.add_argument("--plot", type=image_file, metavar="FILE.png",
+                   help="draw the rate and CE-marks timeline into this image (.png, .pdf, .svg, "
+                        ".jpg; default: no plot)")
+    s.add_argument("--bins", type=int_in(1, MAX_BINS), default=200,
+                   help="timeline bins over the capture's span")
+    s.add_argument("--bin-ms", type=float_in(0.001, 3_600_000), default=None,
+                   help="timeline bin width in ms (default: the span / --bins)")
+    s.add_argument("--json", action="store_true",
+                   help='print {"packets", "non_ipv4_packets", "duration_s", "flows": [{"src", '
+                        '"dst", "proto", "sport", "dport", "packets", "bytes", "ect", "ce", '
+                        '"duration_s"}], "timeline": {"bin_s", "bytes", "packets", "ce"}}')
     s.set_defaults(func=cmd_summary)
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
-    if args.bins < 1:
-        raise InputError(f"--bins must be >= 1, got {args.bins}")
     summary = summarise(args.capture, bins=args.bins,
                         bin_s=args.bin_ms / 1000 if args.bin_ms else None)
     if args.json:
-        print(json.dumps(summary.to_dict()))
+        if args.plot:
+            summary_plot(summary, args)
+        print_json(summary.to_dict())
+        return 0
     else:
         d = summary.to_dict()
         print(f"{args.capture}: {d['packets']} packets ({d['non_ipv4_packets']} not IPv4) "
@@ -251,8 +251,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
             print(format_table(["source", "destination", "proto", "packets", "bytes", "ECT",
                                 "CE", "CE share"], rows))
     if args.plot:
-        if not summary.flows:
-            raise InputError("no IPv4 packets to plot", source=args.capture)
-        plot_summary(summary, Path(args.plot), f"{Path(args.capture).name}: rate and CE marks")
+        summary_plot(summary, args)
         print(f"wrote {args.plot}")
     return 0
+
+
+def summary_plot(summary: Summary, args: argparse.Namespace) -> None:
+    if not summary.flows:
+        raise InputError("no IPv4 packets to plot", source=args.capture)
+    plot_summary(summary, Path(args.plot), f"{Path(args.capture).name}: rate and CE marks")

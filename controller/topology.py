@@ -20,7 +20,9 @@ This module is a description only; `controller.mininet` turns it into a running 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,14 @@ from controller.errors import InputError, read_json
 _PORT = re.compile(r"^(?P<node>[A-Za-z][\w.]*)-p(?P<port>\d+)$")
 _MAC = re.compile(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$")
 _DELAY = re.compile(r"^(?P<value>\d+(\.\d+)?)(?P<unit>us|ms|s)$")
+
+# BMv2's v1model ports are 9 bits (p4src/headers.p4 port_t): 511 is its drop port and 510 the
+# CPU port by convention, so links may use 1..509 only.
+MAX_PORT = 509
+MAX_GPUS = 1024  # per host: far beyond any server, small enough that plans stay cheap
+MAX_DELAY_MS = 10_000.0  # Mininet's tc netem takes it; anything longer is a typo
+MAX_MBPS = 1e7  # 10 Tbps
+MIN_RATE, MAX_RATE = 1e-9, 1e15  # as SOAR's instance rates (controller/soar/model.py)
 
 
 @dataclass(frozen=True)
@@ -85,11 +95,18 @@ class Topology:
     prefix: str = "10.0.0.0/8"
     source: str | None = field(default=None, compare=False)
 
-    def neighbours(self, node: str) -> Iterator[tuple[Link, Endpoint]]:
-        """(link, far end) for every link of `node`."""
+    @functools.cached_property
+    def _adjacency(self) -> dict[str, list[tuple[Link, Endpoint]]]:
+        """Built once, so that asking every host for its switch is linear, not quadratic."""
+        adj: dict[str, list[tuple[Link, Endpoint]]] = {}
         for link in self.links:
-            if link.a.node == node or link.b.node == node:
-                yield link, link.other(node)
+            adj.setdefault(link.a.node, []).append((link, link.b))
+            adj.setdefault(link.b.node, []).append((link, link.a))
+        return adj
+
+    def neighbours(self, node: str) -> Iterator[tuple[Link, Endpoint]]:
+        """(link, far end) for every link of `node`, in file order."""
+        yield from self._adjacency.get(node, ())
 
     def host_switch(self, host: str) -> tuple[str, int]:
         """The switch and port a host is attached to."""
@@ -158,15 +175,24 @@ def _delay_text(ms: float) -> str:
 
 
 def _parse_delay(value: Any, where: str, source: str | None) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return float(value)
-    if isinstance(value, str):
+    ms: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        ms = float(value)
+    elif isinstance(value, str):
         m = _DELAY.match(value.strip())
         if m:
             scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}[m["unit"]]
-            return float(m["value"]) * scale
-    raise InputError(f"{where}: delay must look like '2ms', '500us' or '0.1s', got {value!r}",
-                     source=source)
+            ms = float(m["value"]) * scale
+    if ms is None or not 0 <= ms <= MAX_DELAY_MS:  # NaN fails the comparison too
+        raise InputError(f"{where}: delay must look like '2ms', '500us' or '0.1s' (at most "
+                         f"{MAX_DELAY_MS / 1e3:g} s), got {value!r}", source=source)
+    return ms
+
+
+def _bounded(value: Any, low: float, high: float) -> bool:
+    """A finite JSON number in [low, high] (booleans are not numbers here)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and low <= value <= high)
 
 
 def topology_from_dict(data: Any, *, source: str | None = None) -> Topology:
@@ -238,8 +264,8 @@ def _parse_hosts(raw: Any, network: Any, source: str | None) -> dict[str, Host]:
             raise InputError(f"{where}: mac must look like 08:00:00:00:01:01, got {mac!r}",
                              source=source)
         gpus = spec.get("gpus", 1)
-        if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-            raise InputError(f"{where}: gpus must be an integer >= 0, got {gpus!r}",
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_GPUS:
+            raise InputError(f"{where}: gpus must be an integer in 0..{MAX_GPUS}, got {gpus!r}",
                              source=source)
         if str(ip) in seen_ip:
             raise InputError(f"{where}: ip {ip} is also host {seen_ip[str(ip)]!r}'s",
@@ -272,14 +298,20 @@ def _parse_switches(raw: Any, source: str | None) -> dict[str, Switch]:
             raise InputError(f"{where}: unknown field(s) {', '.join(sorted(extra))}",
                              source=source)
         grpc = spec.get("grpc")
-        if grpc is not None and (not isinstance(grpc, str) or not re.match(r"^.+:\d+$", grpc)):
-            raise InputError(f"{where}: grpc must be HOST:PORT, got {grpc!r}", source=source)
+        m = re.match(r"^.+:(\d{1,5})$", grpc) if isinstance(grpc, str) else None
+        if grpc is not None and (m is None or not 1 <= int(m[1]) <= 65535):
+            raise InputError(f"{where}: grpc must be HOST:PORT with a port in 1..65535, got "
+                             f"{grpc!r}", source=source)
         device_id = spec.get("device_id", 0)
-        if isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0:
-            raise InputError(f"{where}: device_id must be an integer >= 0", source=source)
+        if (isinstance(device_id, bool) or not isinstance(device_id, int)
+                or not 0 <= device_id < 2**64):
+            raise InputError(f"{where}: device_id must be an integer in 0..2^64-1 (P4Runtime's "
+                             f"uint64), got {device_id!r}", source=source)
         thrift = spec.get("thrift_port")
-        if thrift is not None and (isinstance(thrift, bool) or not isinstance(thrift, int)):
-            raise InputError(f"{where}: thrift_port must be an integer", source=source)
+        if thrift is not None and (isinstance(thrift, bool) or not isinstance(thrift, int)
+                                   or not 1 <= thrift <= 65535):
+            raise InputError(f"{where}: thrift_port must be an integer in 1..65535, got "
+                             f"{thrift!r}", source=source)
         switches[name] = Switch(name, grpc, device_id, thrift)
     if not switches:
         raise InputError("switches: at least one switch is needed", source=source)
@@ -294,10 +326,13 @@ def _endpoint(text: Any, where: str, hosts: dict[str, Host], switches: dict[str,
         return Endpoint(text, None)
     m = _PORT.match(text)
     if m:
-        node, port = m["node"], int(m["port"])
+        # a port of more digits than any allowed one is out of range (and would trip Python's
+        # limit on int() of long digit strings)
+        node, port = m["node"], int(m["port"]) if len(m["port"]) <= 6 else MAX_PORT + 1
         if node in switches:
-            if port < 1:
-                raise InputError(f"{where}: port numbers start at 1, got {text!r}",
+            if not 1 <= port <= MAX_PORT:
+                raise InputError(f"{where}: switch ports are 1..{MAX_PORT} (BMv2 reserves 510 "
+                                 f"for the CPU and 511 for dropping), got {text!r}",
                                  source=source)
             return Endpoint(node, port)
         if node in hosts:
@@ -352,11 +387,12 @@ def _parse_links(raw: Any, hosts: dict[str, Host], switches: dict[str, Switch],
                                      "one interface", source=source)
                 host_linked.add(e.node)
         delay_ms = _parse_delay(delay, where, source)
-        if mbps is not None and (isinstance(mbps, bool) or not isinstance(mbps, int | float)
-                                 or mbps <= 0):
-            raise InputError(f"{where}: Mbps must be a number > 0, got {mbps!r}", source=source)
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or rate <= 0:
-            raise InputError(f"{where}: rate must be a number > 0, got {rate!r}", source=source)
+        if mbps is not None and not (_bounded(mbps, 0, MAX_MBPS) and mbps > 0):
+            raise InputError(f"{where}: Mbps must be a number in (0, {MAX_MBPS:g}], got "
+                             f"{mbps!r}", source=source)
+        if not _bounded(rate, MIN_RATE, MAX_RATE):
+            raise InputError(f"{where}: rate must be a number in [{MIN_RATE:g}, {MAX_RATE:g}], "
+                             f"got {rate!r}", source=source)
         links.append(Link(a, b, delay_ms, None if mbps is None else float(mbps), float(rate)))
     return links
 

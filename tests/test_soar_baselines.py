@@ -129,7 +129,8 @@ def test_cli_solve_json_and_compare(tmp_path: Path, capsys: pytest.CaptureFixtur
     capsys.readouterr()
     assert main(["soar", "solve", str(path), "-k", "3", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"strategy", "k", "cost", "blue", "all_red_cost"}
+    assert set(out) == {"instance", "switches", "height", "messages", "strategy", "k", "cost",
+                        "all_red_cost", "ratio", "blue"}
     assert out["strategy"] == "soar" and out["k"] == 3 and len(out["blue"]) <= 3
     tree = binary_tree(31, rates="linear", loads="power-law", seed=2)
     assert out["cost"] == pytest.approx(phi(tree, out["blue"]))
@@ -138,6 +139,10 @@ def test_cli_solve_json_and_compare(tmp_path: Path, capsys: pytest.CaptureFixtur
     text = capsys.readouterr().out
     for name in STRATEGIES:
         assert name in text
+    assert main(["soar", "compare", str(path), "-k", "3", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # one document, not one line per strategy
+    assert [r["strategy"] for r in doc["strategies"]] == list(STRATEGIES)
+    assert doc["switches"] == 31 and doc["k"] == 3
 
 
 def test_cli_unknown_strategy_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -105,6 +105,7 @@ def test_experiment_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["soar", "experiment", "fig8", "--quick", "--out", str(tmp_path),
                  "--jobs", "1"]) == 0
     assert "fig8.csv" in capsys.readouterr().out
-    assert main(["soar", "experiment", "fig8", "--quick", "--seeds", "0", "--out",
-                 str(tmp_path)]) == 2
-    assert "--seeds must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["soar", "experiment", "fig8", "--quick", "--seeds", "0", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "argument --seeds: expected an integer in 1..100, got 0" in capsys.readouterr().err

@@ -131,8 +131,10 @@ def test_cli_refuses_bad_instances_in_one_line(
 def test_cli_refuses_negative_k(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "ok.json"
     path.write_text(json.dumps(SPEC_EXAMPLE))
-    assert main(["soar", "solve", str(path), "-k", "-3"]) == 2
-    assert "k must be an integer >= 0, got -3" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["soar", "solve", str(path), "-k", "-3"])
+    assert exc.value.code == 2
+    assert "argument -k: expected an integer in 0..2147483647, got -3" in capsys.readouterr().err
 
 
 def test_cli_refuses_unreadable_and_broken_files(

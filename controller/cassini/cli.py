@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from controller.argtypes import int_at_least, positive_float
+from controller.argtypes import SEED, float_in, int_in, positive_float
 from controller.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
 from controller.cassini.geometry import (
     DEFAULT_PRECISION_DEG,
@@ -23,6 +22,8 @@ from controller.cassini.geometry import (
 from controller.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
 from controller.cassini.scheduler import ClusterPlan, Schedule, schedule
 from controller.errors import InputError
+from controller.jsonout import dumps, print_json
+from controller.outpaths import output_dir, output_file
 from controller.table import format_table
 from controller.topology import load_topology
 
@@ -52,16 +53,38 @@ carries; lower: they collide (it can go below 0). A shift of s ms means the job'
 (its iteration) starts s ms after the common epoch; the first job is at 0."""
 
 
+MIN_PRECISION_DEG = 0.001  # 360,000 steps per iteration: finer is noise, and slow
+_precision_range = float_in(MIN_PRECISION_DEG, 360.0)
+
+
 def _precision(text: str) -> float:
     try:
-        return check_precision(float(text))
-    except (ValueError, InputError) as exc:
-        raise argparse.ArgumentTypeError(f"precision must be a number of degrees in (0, 360], "
-                                         f"got {text!r}") from exc
+        return check_precision(_precision_range(text))
+    except (argparse.ArgumentTypeError, InputError) as exc:
+        raise argparse.ArgumentTypeError(f"precision must be a number of degrees in "
+                                         f"[{MIN_PRECISION_DEG:g}, 360], got {text!r}") from exc
+
+
+def _prefix(text: str) -> str:
+    """A file name prefix: it must not lead out of --out."""
+    if "/" in text or "\\" in text or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"a file name prefix has no folder in it, got {text!r} "
+                                         "(use --out for the folder)")
+    return text
+
+
+def _ipv4(text: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an IPv4 address, got {text!r}") from None
 
 
 _positive = positive_float
-_count = int_at_least(1)
+_count = int_in(1, 10_000)  # candidates, iterations: 10,000 is minutes already
+_MAX_GPUS = 1024
 
 
 def register(sub: Any) -> None:
@@ -79,7 +102,7 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="All jobs of the file share one link: find the shifts that interleave "
                     "them best.\n\n" + SCORE_HELP + "\n\n" + JOBS_FORMAT)
-    link.add_argument("jobs", metavar="JOBS.json")
+    link.add_argument("jobs", metavar="JOBS.json", help="the jobs file (format below)")
     link.add_argument("--capacity", type=_positive, required=True, metavar="GBPS",
                       help="the link's capacity in Gbps (e.g. 50)")
     _geometry_args(link)
@@ -117,27 +140,37 @@ def register(sub: Any) -> None:
     ev.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
     where = ev.add_mutually_exclusive_group(required=True)
     where.add_argument("--capacity", type=_positive, metavar="GBPS",
-                       help="all jobs share one link of this many Gbps")
+                       help="all jobs share one link of this many Gbps (give this or "
+                            "--topology; no default)")
     where.add_argument("--topology", metavar="TOPO.json",
-                       help="place the jobs on this topology (e.g. topologies/leafspine24.json)")
-    ev.add_argument("--out", required=True, metavar="DIR", help="directory for the plots")
-    ev.add_argument("--prefix", help="file name prefix (default: cassini-<jobs file name>-)")
+                       help="place the jobs on this topology, e.g. topologies/leafspine24.json "
+                            "(give this or --capacity; no default)")
+    ev.add_argument("--out", type=output_dir, required=True, metavar="DIR",
+                    help="directory for the plots (created if missing; required)")
+    ev.add_argument("--prefix", type=_prefix,
+                    help="file name prefix (default: cassini-<jobs file name>-)")
     ev.add_argument("--iterations", type=_count, default=100,
                     help="iterations measured per job (default 100)")
     ev.add_argument("--threshold-kb", type=_positive, default=100.0,
                     help="queue depth above which the link marks, KB (default 100)")
-    ev.add_argument("--realign-pct", type=_positive, default=None, metavar="PCT",
+    ev.add_argument("--realign-pct", type=float_in(0, 100, low_open=True), default=None,
+                    metavar="PCT",
                     help="model CASSINI's agents: a job later than the grid of its "
                          "interleaving by more than PCT%% of its iteration waits for the "
                          "grid's next point (default: off)")
-    ev.add_argument("--realign-budget-pct", type=_positive, default=10.0, metavar="PCT",
+    ev.add_argument("--realign-budget-pct", type=float_in(0, 100, low_open=True), default=10.0,
+                    metavar="PCT",
                     help="the agents never wait more than PCT%% of the iteration to re-align "
                          "(default 10)")
     ev.add_argument("--candidates", type=_count, default=20,
                     help="candidate placements (with --topology; default 20)")
     _checked_arg(ev)
     _geometry_args(ev)
-    ev.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ev.add_argument("--json", action="store_true",
+                    help='print the figures: {"unit", "runs": [{"label", "score", "mean", '
+                         '"p99", "marks", "realignments", "jobs"}], "gain": {"mean", "p99", '
+                         '"marks_ratio" (null when CASSINI leaves no marks but the base has '
+                         'some)}, "plots", ...}')
     ev.set_defaults(func=cmd_evaluate)
 
     sw = csub.add_parser(
@@ -158,8 +191,9 @@ def register(sub: Any) -> None:
     sw.add_argument("--draws", type=_count, default=40, help="random draws (default 40)")
     sw.add_argument("--iterations", type=_count, default=40,
                     help="iterations measured per job and arm (default 40)")
-    sw.add_argument("--out", metavar="DIR", help="directory for sweep.json, sweep.txt and "
-                                                 "sweep-cdf.png (default runs/cassini-sweep-DATE)")
+    sw.add_argument("--out", type=output_dir, metavar="DIR",
+                    help="directory for sweep.json, sweep.txt and sweep-cdf.png "
+                         "(default runs/cassini-sweep-DATE)")
     sw.add_argument("--json", action="store_true",
                     help='print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
                          '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')
@@ -171,22 +205,31 @@ def register(sub: Any) -> None:
                     "larger than memory), find the iteration time by autocorrelation and "
                     "average the demand per time bin over the iterations. Prints a summary; "
                     "-o writes a jobs file the other commands read.")
-    prof.add_argument("capture", metavar="CAPTURE.pcap")
-    prof.add_argument("--bin-ms", type=_positive, default=1.0,
-                      help="time bin in ms (default 1)")
-    prof.add_argument("--host", metavar="IPv4", help="only packets from or to this address")
+    prof.add_argument("capture", metavar="CAPTURE.pcap", help="the capture (pcap or pcapng)")
+    prof.add_argument("--bin-ms", type=float_in(0.001, 60_000, low_open=False), default=1.0,
+                      help="time bin in ms, 0.001 to 60000 (default 1)")
+    prof.add_argument("--host", type=_ipv4, metavar="IPv4",
+                      help="only packets from or to this address (default: all packets)")
     prof.add_argument("--name", help="job name (default: the capture's file name)")
-    prof.add_argument("--gpus", type=_count, default=2, help="gpus of the job (default 2)")
-    prof.add_argument("--min-period-ms", type=_positive, default=None)
-    prof.add_argument("--max-period-ms", type=_positive, default=None)
-    prof.add_argument("-o", "--output", metavar="JOBS.json", help="write a jobs file")
-    prof.add_argument("--json", action="store_true", help="print the profile as JSON")
+    prof.add_argument("--gpus", type=int_in(1, _MAX_GPUS), default=2,
+                      help="gpus of the job (default 2)")
+    prof.add_argument("--min-period-ms", type=_positive, default=None,
+                      help="shortest iteration time to consider (default: 2 bins)")
+    prof.add_argument("--max-period-ms", type=_positive, default=None,
+                      help="longest iteration time to consider (default: half the capture)")
+    prof.add_argument("-o", "--output", type=output_file(), metavar="JOBS.json",
+                      help="write a jobs file (default: write nothing)")
+    prof.add_argument("--json", action="store_true",
+                      help='print {"period_ms", "confidence", "iterations", "packets", '
+                           '"bytes", "bin_ms", "job"}')
     prof.set_defaults(func=cmd_profile)
 
     zoo = csub.add_parser("zoo", help="the shipped model profiles (illustrative)",
                           description="The 13 models of the paper with illustrative profiles "
                                       "and the assumptions behind them.")
-    zoo.add_argument("--json", action="store_true")
+    zoo.add_argument("--json", action="store_true",
+                     help='print {"assumptions", "models": {name: {"iteration_ms", "gpus", '
+                          '"parallelism", "phases"}}}')
     zoo.set_defaults(func=cmd_zoo)
 
 
@@ -194,7 +237,7 @@ def _geometry_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision-deg", type=_precision, default=DEFAULT_PRECISION_DEG,
                    metavar="D", help="angle step of the shift search, in degrees of the "
                                      "shortest iteration (default 5: 72 steps)")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=SEED, default=0,
                    help="seed of the search's random restarts and of the candidates")
 
 
@@ -209,7 +252,7 @@ def _cluster_args(p: argparse.ArgumentParser, *, required: bool) -> None:
 
 
 def _checked_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checked", type=int_at_least(0), default=20,
+    p.add_argument("--checked", type=int_in(0, 10_000), default=20,
                    help="candidates CASSINI runs in the fluid model (with and without its "
                         "shifts) before choosing; it keeps the base's placement when none "
                         "beats it. 0: the paper's ranking by mean link score alone "
@@ -231,8 +274,8 @@ def cmd_link(args: argparse.Namespace) -> int:
     if solution.circle.warning:
         _warn([solution.circle.warning])
     if args.json:
-        print(json.dumps({"score": solution.score, "shifts_ms": solution.shift_map(),
-                          "period_ms": solution.circle.period_ms}))
+        print_json({"score": solution.score, "shifts_ms": solution.shift_map(),
+                    "period_ms": solution.circle.period_ms})
         return 0
     circle = solution.circle
     print(f"{len(jobs)} jobs on one {args.capacity:g} Gbps link; unified circle "
@@ -278,7 +321,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = result.cassini
     _warn(plan.warnings)
     if args.json:
-        print(json.dumps(plan.to_dict()))
+        print_json(plan.to_dict())
         return 0
     gpus = sum(h.gpus for h in topo.hosts.values())
     print(f"topology {topo.name}: {len(topo.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs "
@@ -407,9 +450,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if plan is not None:
         summary["placement"] = {k: list(v) for k, v in plan.placement.items()}
         summary["shifts_ms"] = dict(plan.shifts_ms)
-    (out / f"{prefix}summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (out / f"{prefix}summary.json").write_text(dumps(summary, indent=1) + "\n")
     if args.json:
-        print(json.dumps(summary))
+        print_json(summary)
         return 0
     print(f"{Path(args.jobs).name} on {where}; {config.iterations} iterations per job, "
           f"marks above {config.threshold_kb:g} KB"
@@ -490,10 +533,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
                      f"{len(draws)} draws of the running jobs' servers")
     text = _sweep_text(draws, summary)
-    (out / "sweep.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out / "sweep.json").write_text(dumps(data, indent=1) + "\n")
     (out / "sweep.txt").write_text(text + "\n")
     if args.json:
-        print(json.dumps(data))
+        print_json(data)
         return 0
     print(text)
     print(f"\nwrote {out / 'sweep.txt'}, {out / 'sweep.json'}, {out / 'sweep-cdf.png'}")
@@ -546,6 +589,10 @@ def _sweep_text(draws: Sequence[Any], summary: dict[str, Any]) -> str:
 def cmd_profile(args: argparse.Namespace) -> int:
     from controller.cassini.pcap_profile import profile_capture
 
+    if (args.min_period_ms is not None and args.max_period_ms is not None
+            and args.min_period_ms >= args.max_period_ms):
+        raise InputError(f"--min-period-ms ({args.min_period_ms:g}) must be below "
+                         f"--max-period-ms ({args.max_period_ms:g})")
     prof = profile_capture(args.capture, bin_ms=args.bin_ms, host=args.host,
                            min_period_ms=args.min_period_ms, max_period_ms=args.max_period_ms)
     name = args.name or Path(args.capture).stem
@@ -553,13 +600,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     prof.job(name, args.gpus)  # refuse a profile the other commands would refuse
     if args.output:
         try:
-            Path(args.output).write_text(json.dumps({"jobs": [entry]}, indent=1) + "\n")
+            Path(args.output).write_text(dumps({"jobs": [entry]}, indent=1) + "\n")
         except OSError as exc:
             raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
     if args.json:
-        print(json.dumps({"period_ms": prof.period_ms, "confidence": prof.confidence,
-                          "iterations": prof.iterations, "packets": prof.packets,
-                          "bytes": prof.bytes, "bin_ms": prof.bin_ms, "job": entry}))
+        print_json({"period_ms": prof.period_ms, "confidence": prof.confidence,
+                    "iterations": prof.iterations, "packets": prof.packets,
+                    "bytes": prof.bytes, "bin_ms": prof.bin_ms, "job": entry})
         return 0
     peak = max(prof.demand_gbps)
     busy = sum(1 for v in prof.demand_gbps if v > 0.1 * peak) * prof.bin_ms
@@ -578,11 +625,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_zoo(args: argparse.Namespace) -> int:
     zoo = load_zoo()
     if args.json:
-        print(json.dumps({"assumptions": zoo_assumptions(),
-                          "models": {m.model: {"iteration_ms": m.iteration_ms, "gpus": m.gpus,
-                                               "parallelism": m.parallelism,
-                                               "phases": [p.__dict__ for p in m.phases]}
-                                     for m in zoo.values()}}))
+        print_json({"assumptions": zoo_assumptions(),
+                    "models": {m.model: {"iteration_ms": m.iteration_ms, "gpus": m.gpus,
+                                         "parallelism": m.parallelism,
+                                         "phases": [p.__dict__ for p in m.phases]}
+                               for m in zoo.values()}})
         return 0
     rows = []
     for m in zoo.values():

@@ -37,6 +37,14 @@ _JOB_FIELDS = {"name", "model", "iteration_ms", "phases", "demand_gbps", "gpus",
 _PROFILE_FIELDS = {"iteration_ms", "phases", "demand_gbps"}
 _TOP_FIELDS = {"jobs", "description", "comment"}
 _EPS = 1e-9
+# Sane magnitudes: beyond them a number is a typo or a unit mix-up, and sums over a circle of
+# a million samples could overflow to infinity and make every score NaN.
+MAX_ITERATION_MS = 1e7  # 2.8 hours per iteration
+MIN_ITERATION_MS = 1e-3
+MAX_GBPS = 1e5  # 100 Tbps
+MAX_MS = 1e15  # waited_ms, work_ms: 30,000 years
+MAX_CURVE = 1_000_000  # demand_gbps samples per iteration
+MAX_GPUS = 1024  # a topology host has at most 1024 (controller/topology.py)
 
 
 @dataclass(frozen=True)
@@ -118,13 +126,15 @@ class JobProfile:
 
 
 def _number(value: Any, where: str, source: str | None, *, minimum: float = 0.0,
-            strict: bool = True) -> float:
+            strict: bool = True, maximum: float = MAX_MS) -> float:
     bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
     if (not isinstance(value, int | float) or isinstance(value, bool)
             or not math.isfinite(value)):
         raise InputError(f"{where} must be a number {bound}, got {value!r}", source=source)
     if not (value > minimum if strict else value >= minimum):
         raise InputError(f"{where} must be {bound}, got {value!r}", source=source)
+    if value > maximum:
+        raise InputError(f"{where} must be at most {maximum:g}, got {value!r}", source=source)
     return float(value)
 
 
@@ -146,7 +156,7 @@ def _phases(raw: Any, iteration_ms: float, where: str, source: str | None) -> tu
                 raise InputError(f"{at}.{key} is missing", source=source)
         start = _number(item["start_ms"], f"{at}.start_ms", source, strict=False)
         duration = _number(item["duration_ms"], f"{at}.duration_ms", source)
-        gbps = _number(item["gbps"], f"{at}.gbps", source)
+        gbps = _number(item["gbps"], f"{at}.gbps", source, maximum=MAX_GBPS)
         if start + duration > iteration_ms + _EPS:
             raise InputError(f"{at} ends at {start + duration:g} ms, after the iteration "
                              f"({iteration_ms:g} ms)", source=source)
@@ -163,10 +173,11 @@ def _demand_curve(raw: Any, iteration_ms: float, where: str,
     """A sampled curve (one value per equal bin of the iteration) becomes phases, merging
     neighbouring bins of equal demand, so everything downstream sees one representation."""
     at = f"{where}demand_gbps"
-    if not isinstance(raw, list) or not raw:
-        raise InputError(f"{at} must be a non-empty list of Gbps, one per time bin",
-                         source=source)
-    values = [_number(v, f"{at}[{i}]", source, strict=False) for i, v in enumerate(raw)]
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_CURVE:
+        raise InputError(f"{at} must be a non-empty list of at most {MAX_CURVE} Gbps values, one "
+                         "per time bin", source=source)
+    values = [_number(v, f"{at}[{i}]", source, strict=False, maximum=MAX_GBPS)
+              for i, v in enumerate(raw)]
     if not any(v > 0 for v in values):
         raise InputError(f"{at} is all zeros: the job never communicates", source=source)
     width = iteration_ms / len(values)
@@ -188,7 +199,11 @@ def _profile_from_dict(raw: Mapping[str, Any], where: str,
                        source: str | None) -> tuple[float, tuple[Phase, ...]]:
     if "iteration_ms" not in raw:
         raise InputError(f"{where}iteration_ms is missing (or give a zoo model)", source=source)
-    iteration = _number(raw["iteration_ms"], f"{where}iteration_ms", source)
+    iteration = _number(raw["iteration_ms"], f"{where}iteration_ms", source,
+                        maximum=MAX_ITERATION_MS)
+    if iteration < MIN_ITERATION_MS:
+        raise InputError(f"{where}iteration_ms must be at least {MIN_ITERATION_MS:g}, got "
+                         f"{raw['iteration_ms']!r}", source=source)
     has_phases, has_curve = "phases" in raw, "demand_gbps" in raw
     if has_phases == has_curve:
         raise InputError(f"{where}give exactly one of phases and demand_gbps", source=source)
@@ -226,8 +241,9 @@ def job_from_dict(raw: Any, index: int, *, source: str | None = None) -> JobProf
     else:
         iteration, phases = _profile_from_dict(raw, where, source)
     gpus = raw.get("gpus", default_gpus)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise InputError(f"{where}gpus must be an integer >= 1, got {gpus!r}", source=source)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
+        raise InputError(f"{where}gpus must be an integer >= 1 (at most {MAX_GPUS}), got {gpus!r}",
+                         source=source)
     hosts: tuple[str, ...] | None = None
     if "hosts" in raw:
         h = raw["hosts"]

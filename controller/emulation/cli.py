@@ -7,13 +7,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.argtypes import int_at_least
+from controller.argtypes import SEED, K, int_in
 from controller.emulation.net import EmulationError, require_bmv2, require_mininet
 from controller.errors import InputError
+from controller.jsonout import print_json
+from controller.outpaths import output_dir
 from controller.soar.baselines import STRATEGIES
 
 NEEDS = ("Needs root, Debian's mininet (./setup.sh installs it) and BMv2's simple_switch_grpc "
          "on PATH (./setup.sh installs them; `innet doctor` says what is missing).")
+
+
+MAX_ROUNDS = 10_000  # each round is a packet per worker and a check: minutes at this count
+MAX_ITERATIONS = 10_000
+MAX_PPS = 100_000  # BMv2 forwards a few thousand packets/s per port in software
 
 
 def default_out(kind: str) -> Path:
@@ -44,14 +51,18 @@ def register(sub: Any) -> None:
                                         "every host but the topology's destination, job 1")
     agg.add_argument("--strategy", action="append", choices=list(STRATEGIES),
                      help="strategy to run (repeat for several; default: all)")
-    agg.add_argument("-k", type=int_at_least(0), default=4,
+    agg.add_argument("-k", type=K, default=4,
                      help="blue switches at most (default 4)")
-    agg.add_argument("--rounds", type=int_at_least(1), default=5,
+    agg.add_argument("--rounds", type=int_in(1, MAX_ROUNDS), default=5,
                      help="rounds per strategy (default 5)")
-    agg.add_argument("--seed", type=int, default=0, help="seeds the vectors and random")
+    agg.add_argument("--seed", type=SEED, default=0, help="seeds the vectors and random")
     agg.add_argument("--pcap", action="store_true", help="capture every switch port")
-    agg.add_argument("--out", type=Path, default=None,
+    agg.add_argument("--out", type=output_dir, default=None,
                      help="run folder (default runs/aggregation-DATE)")
+    agg.add_argument("--json", action="store_true",
+                     help='print {"run_folder", "ok", "strategies": [{"strategy", "k", "blue", '
+                          '"rounds", "predicted_cost", "measured_cost", "sums_exact", "writes", '
+                          '...}]}')
     agg.set_defaults(func=cmd_aggregation)
 
     cas = rsub.add_parser(
@@ -74,17 +85,22 @@ def register(sub: Any) -> None:
                      help="topology JSON with link Mbps (e.g. topologies/leafspine24.json)")
     cas.add_argument("--jobs", required=True,
                      help="jobs JSON (e.g. examples/jobs-4-leafspine.json)")
-    cas.add_argument("--iterations", type=int_at_least(1), default=30, help="per job (default 30)")
-    cas.add_argument("--capacity-pps", type=int_at_least(10), default=800,
+    cas.add_argument("--iterations", type=int_in(1, MAX_ITERATIONS), default=30,
+                     help="per job (default 30)")
+    cas.add_argument("--capacity-pps", type=int_in(10, MAX_PPS), default=800,
                      help="packets/s standing for the slowest link's capacity (default 800)")
-    cas.add_argument("--queue-depth", type=int_at_least(1), default=100,
+    cas.add_argument("--queue-depth", type=int_in(1, 2**19 - 1), default=100,
                      help="packets (default 100)")
-    cas.add_argument("--ecn-threshold", type=int_at_least(0), default=20,
+    cas.add_argument("--ecn-threshold", type=int_in(0, 2**19 - 1), default=20,
                      help="queued packets above which ECT packets are marked CE (default 20)")
-    cas.add_argument("--seed", type=int, default=0)
+    cas.add_argument("--seed", type=SEED, default=0, help="seed of the placement")
     cas.add_argument("--pcap", action="store_true", help="capture every switch port")
-    cas.add_argument("--out", type=Path, default=None,
+    cas.add_argument("--out", type=output_dir, default=None,
                      help="run folder (default runs/cassini-DATE)")
+    cas.add_argument("--json", action="store_true",
+                     help='print {"run_folder", "runs": [{"label", "ce_received", '
+                          '"switch_marks", "iteration_ms", ...}], ...} (results.json\'s '
+                          "content)")
     cas.set_defaults(func=cmd_cassini)
 
 
@@ -107,13 +123,17 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
                                   seed=args.seed, pcap=args.pcap)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
+    ok = all(abs(r.predicted_cost - r.measured_cost) < 1e-9 * max(1.0, r.predicted_cost)
+             and r.sums_exact for r in results)
+    if args.json:
+        print_json({"run_folder": str(out), "ok": ok,
+                    "strategies": [r.to_dict() for r in results]})
+        return 0 if ok else 1
     rows = [[r.strategy, ",".join(r.blue) or "-", r.predicted_cost, r.measured_cost,
              "yes" if r.sums_exact else "NO", r.writes] for r in results]
     print(format_table(["strategy", "blue", "predicted phi", "measured", "sums exact",
                         "writes"], rows, digits=4))
     print(f"\nrun folder: {out} (results.json, aggregation.png, summary.md)")
-    ok = all(abs(r.predicted_cost - r.measured_cost) < 1e-9 * max(1.0, r.predicted_cost)
-             and r.sums_exact for r in results)
     return 0 if ok else 1
 
 
@@ -129,6 +149,9 @@ def cmd_cassini(args: argparse.Namespace) -> int:
                              ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
+    if args.json:
+        print_json({"run_folder": str(out), **result})
+        return 0
     rows = [[r["label"], r["ce_total"], r["switch_marks"], r["mean_ms"], r["p99_ms"]]
             for r in result["runs"]]
     print(format_table(["arm", "CE at receivers", "marked at switches", "mean iteration ms",

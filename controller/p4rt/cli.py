@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from controller.aggpacket import AGG_UDP_PORT
-from controller.argtypes import int_at_least
+from controller.argtypes import SEED, K, int_in
 from controller.errors import InputError
+from controller.jsonout import print_json
 from controller.p4rt.client import switch_addresses
 from controller.p4rt.deploy import DeployResult, SwitchStatus, deploy, status
 from controller.p4rt.intent import (
@@ -30,7 +31,9 @@ from controller.topology import Topology, load_topology
 AGG_EVENT_NAMES = ("held", "emitted", "duplicate", "busy", "foreign")
 
 
-_nonneg = int_at_least(0)
+_threshold = int_in(0, 2**19 - 1)  # the program compares it with enq_qdepth, a bit<19>
+_queue_rate = int_in(1, 10**9)  # packets/s; 0 would stop the port, not mean "default"
+_queue_depth = int_in(1, 2**19 - 1)
 
 
 def _program_args(p: Any) -> None:
@@ -55,30 +58,37 @@ def register(sub: Any) -> None:
             "defaults to the topology's aggregation.destination); worker i sets bit i of the "
             f"contributor bitmap of UDP port {AGG_UDP_PORT} packets."),
     )
-    dep.add_argument("--topology", required=True, metavar="FILE")
+    dep.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     dep.add_argument("--workload", required=True, action="append", metavar="FILE",
                      help="a job's workers and destination; repeat for several jobs")
     dep.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
                      help="which switches aggregate (default soar: optimal for k)")
-    dep.add_argument("-k", type=_nonneg, default=None,
+    dep.add_argument("-k", type=K, default=None,
                      help="at most this many aggregating switches per job "
                           "(default: no limit)")
-    dep.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+    dep.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
     ecn = dep.add_mutually_exclusive_group()
-    ecn.add_argument("--ecn-threshold", type=_nonneg, default=DEFAULT_ECN_THRESHOLD,
+    ecn.add_argument("--ecn-threshold", type=_threshold, default=DEFAULT_ECN_THRESHOLD,
                      metavar="PKTS", help="mark ECT packets CE from this egress queue depth "
                                           f"(default {DEFAULT_ECN_THRESHOLD})")
     ecn.add_argument("--no-ecn", action="store_true", help="never mark")
-    dep.add_argument("--queue-rate", type=_nonneg, metavar="PPS",
-                     help="BMv2 egress queue rate of every port (thrift), packets/s")
-    dep.add_argument("--queue-depth", type=_nonneg, metavar="PKTS",
-                     help="BMv2 egress queue depth of every port (thrift), packets")
+    dep.add_argument("--queue-rate", type=_queue_rate, metavar="PPS",
+                     help="BMv2 egress queue rate of every port (thrift), packets/s "
+                          "(default: leave as is)")
+    dep.add_argument("--queue-depth", type=_queue_depth, metavar="PKTS",
+                     help="BMv2 egress queue depth of every port (thrift), packets "
+                          "(default: leave as is)")
     dep.add_argument("--dry-run", action="store_true",
                      help="read the switches and print the difference; write nothing")
     dep.add_argument("--from-empty", action="store_true",
                      help="with --dry-run: contact no switch, show what empty switches "
                           "would get")
     _program_args(dep)
+    dep.add_argument("--json", action="store_true",
+                     help='print {"jobs": [{"job", "strategy", "k", "blue", "cost", '
+                          '"all_red_cost", "ratio"}], "switches": {name: {"address", '
+                          '"load_program", "insert", "modify", "delete"}}, "program_loads", '
+                          '"writes", "seconds", "dry_run", "queues"}')
     dep.set_defaults(func=cmd_deploy)
 
     st = sub.add_parser(
@@ -88,10 +98,14 @@ def register(sub: Any) -> None:
                     "counters (per-port packets/bytes in and out, CE marks, aggregation "
                     "events). Addresses as for `innet deploy`.",
     )
-    st.add_argument("--topology", required=True, metavar="FILE")
+    st.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     st.add_argument("--switch", action="append", metavar="NAME",
-                    help="only this switch (repeatable)")
+                    help="only this switch (repeatable; default: every switch)")
     _program_args(st)
+    st.add_argument("--json", action="store_true",
+                    help='print {"switches": [{"switch", "address", "error", "runs_ours", '
+                         '"entries", "ports": [{"port", "in_pkts", "in_bytes", "out_pkts", '
+                         '"out_bytes", "ce_marked"}], "aggregation_packets"}]}')
     st.set_defaults(func=cmd_status)
 
 
@@ -112,9 +126,15 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     intent = build_intent(args, topo)
     pipeline = _pipeline(args)
+    jobs: list[dict[str, Any]] = []
     for jp in intent.jobs:
         red = phi(jp.tree, [])
         ratio = jp.plan.cost / red if red > 0 else 1.0
+        jobs.append({"job": jp.workload.job, "strategy": jp.plan.strategy, "k": jp.plan.k,
+                     "blue": list(jp.blue), "cost": jp.plan.cost, "all_red_cost": red,
+                     "ratio": ratio})
+        if args.json:
+            continue
         blue = ", ".join(jp.blue) or "(none)"
         print(f"job {jp.workload.job}: {jp.plan.strategy}, k = {jp.plan.k}: blue {blue}; "
               f"cost {jp.plan.cost:.4g} (all-red {red:.4g}, ratio {ratio:.3f})")
@@ -130,12 +150,26 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         result = DeployResult(t, 0.0, True)
     else:
         result = deploy(addresses, entries, pipeline, dry_run=args.dry_run)
-    print_deploy(result)
+    if not args.json:
+        print_deploy(result)
+    queues: list[str] = []
     if not args.dry_run and (args.queue_rate is not None or args.queue_depth is not None):
-        setting = QueueSetting(args.queue_rate or None, args.queue_depth or None)
+        setting = QueueSetting(args.queue_rate, args.queue_depth)
         for name in entries:
             set_queues(addresses[name], [setting])
-        print(f"queues: {' and '.join(setting.commands())} on {len(entries)} switches")
+        queues = setting.commands()
+        if not args.json:
+            print(f"queues: {' and '.join(queues)} on {len(entries)} switches")
+    if args.json:
+        print_json({"jobs": jobs, "switches": {
+            name: {"address": sd.address, "load_program": sd.pipeline,
+                   "insert": [describe(e) for e in sd.diff.insert],
+                   "modify": [[None if old is None else describe(old), describe(new)]
+                              for old, new in sd.diff.modify],
+                   "delete": [describe(e) for e in sd.diff.delete]}
+            for name, sd in result.switches.items()},
+            "program_loads": result.pipelines, "writes": result.writes,
+            "seconds": result.seconds, "dry_run": result.dry_run, "queues": queues})
     return 0
 
 
@@ -172,8 +206,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                              source=args.topology)
         addresses = {s: addresses[s] for s in args.switch}
     result = status(addresses, _pipeline(args))
-    for name in sorted(result, key=natural_key):
-        print_status(result[name])
+    if args.json:
+        print_json({"switches": [status_dict(result[name])
+                                 for name in sorted(result, key=natural_key)]})
+    else:
+        for name in sorted(result, key=natural_key):
+            print_status(result[name])
     failed = [s for s in result.values() if s.error]
     if failed:
         print(f"innet: {len(failed)} of {len(result)} switches could not be read",
@@ -201,6 +239,18 @@ def print_status(st: SwitchStatus) -> None:
     counts = [f"{n} {events.get(i, (0, 0))[0]}" for i, n in enumerate(AGG_EVENT_NAMES)]
     print("  aggregation packets: " + ", ".join(counts))
     print()
+
+
+def status_dict(st: SwitchStatus) -> dict[str, Any]:
+    """What `print_status` shows, as JSON: the same names as its columns."""
+    events = st.counters.get("agg_events", {})
+    return {"switch": st.switch, "address": st.address, "error": st.error,
+            "runs_ours": st.runs_ours, "entries": [describe(e) for e in st.entries],
+            "ports": [dict(zip(("port", "in_pkts", "in_bytes", "out_pkts", "out_bytes",
+                                "ce_marked"), row, strict=True))
+                      for row in port_rows(st.counters)],
+            "aggregation_packets": {n: events.get(i, (0, 0))[0]
+                                    for i, n in enumerate(AGG_EVENT_NAMES)}}
 
 
 def port_rows(counters: dict[str, dict[int, tuple[int, int]]]) -> list[Sequence[Any]]:

@@ -206,7 +206,11 @@ def load_pipeline(p4info_path: str | None = None, device_config_path: str | None
         device_config = json_p.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read BMv2 JSON: {exc.strerror}", source=str(json_p)) from None
-    schema = schema_from_p4info(parse_p4info(info_text.decode(), source=str(info_p)))
+    try:
+        text = info_text.decode()
+    except UnicodeDecodeError:
+        raise InputError("not a P4Info text file (it is binary)", source=str(info_p)) from None
+    schema = schema_from_p4info(parse_p4info(text, source=str(info_p)))
     return Pipeline(schema, device_config, _cookie(info_text, device_config), str(info_p),
                     str(json_p))
 

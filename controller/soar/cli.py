@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from controller.argtypes import PROCESSES, SEED, K, int_in
 from controller.errors import InputError
+from controller.jsonout import dumps, print_json
+from controller.limits import check_memory, check_time
+from controller.outpaths import output_dir, output_file
 from controller.soar.baselines import STRATEGIES, run_strategy
 from controller.soar.generate import (
     LOAD_DISTRIBUTIONS,
@@ -21,6 +24,7 @@ from controller.soar.generate import (
 )
 from controller.soar.model import Tree, check_k, load_tree, phi, tree_to_dict
 from controller.soar.online import run_online
+from controller.soar.solver import estimate_bytes, estimate_seconds
 from controller.table import format_table
 
 DEFAULT_INSTANCE = "BT(256), uniform loads on the leaves, linear rates, seed 0"
@@ -36,12 +40,27 @@ def _tree_arg(path: str | None) -> tuple[Tree, str]:
     return load_tree(path), path
 
 
-def _k_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"k must be an integer, got {text!r}") from None
-    return value
+MAX_GEN_SWITCHES = 50_000_000  # 1.5 KB each while generating: 75 GB, beyond any machine here
+MAX_WORKLOADS = 10_000
+MAX_SEEDS = 100  # per point of an experiment: 10x the paper's, hours on two cores
+TIME_LIMIT_S = 600.0  # beyond 10 minutes, ask for --force: likely a mistake in the sizes
+FORCE_HELP = ("run even when the estimate of memory or time exceeds what this machine has "
+              "(more memory than available, more than 10 minutes)")
+
+
+def _check_fits(tree: Tree, k: int, what: str, force: bool, repeat: int = 1) -> None:
+    """Refuse a solve whose tables would not fit in memory (deep trees need depth^2 cells)
+    or that would run for more than TIME_LIMIT_S, before starting it."""
+    where = f"{what} (n = {tree.n - 1} switches, height {tree.height}, k = {k})"
+    check_memory(where, estimate_bytes(tree, k), force=force)
+    # every plan of the online setting also rebuilds the tree: ~10 us per node, 6 strategies
+    per_plan = estimate_seconds(tree, k) + (6 * 10e-6 * tree.n if repeat > 1 else 0.0)
+    check_time(where if repeat == 1 else f"{where}, {repeat} workloads", repeat * per_plan,
+               TIME_LIMIT_S, force=force)
+
+
+def _k_option(p: argparse.ArgumentParser, **kwargs: Any) -> None:
+    p.add_argument("-k", type=K, metavar="K", **kwargs)
 
 
 def register(sub: Any) -> None:
@@ -61,14 +80,16 @@ def register(sub: Any) -> None:
         help="plan one instance with one strategy",
         description="Plan one instance. The cost is phi = sum over uplinks of messages / rate.",
     )
-    solve.add_argument("instance", metavar="INSTANCE.json")
-    solve.add_argument("-k", type=_k_arg, required=True, help="at most this many blue switches")
+    solve.add_argument("instance", metavar="INSTANCE.json", help="the instance file")
+    _k_option(solve, required=True,
+              help="at most this many blue switches (an integer >= 0; required)")
     solve.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
-                       help="soar is optimal; the others are the paper's baselines "
-                            "(default: soar)")
-    solve.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
+                       help="soar is optimal; the others are the paper's baselines")
+    solve.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
     solve.add_argument("--json", action="store_true",
-                       help='print {"strategy", "k", "cost", "blue", "all_red_cost"}')
+                       help='print {"instance", "switches", "height", "messages", "strategy", '
+                            '"k", "cost", "all_red_cost", "ratio", "blue"}')
+    solve.add_argument("--force", action="store_true", help=FORCE_HELP)
     solve.set_defaults(func=cmd_solve)
 
     compare = ssub.add_parser(
@@ -77,10 +98,15 @@ def register(sub: Any) -> None:
         description=f"Every strategy on one instance, cost and ratio to all-red. Without "
                     f"INSTANCE.json: {DEFAULT_INSTANCE}.",
     )
-    compare.add_argument("instance", metavar="INSTANCE.json", nargs="?")
-    compare.add_argument("-k", type=_k_arg, default=16, help="budget (default 16)")
-    compare.add_argument("--seed", type=int, default=0, help="seed of the random strategy")
-    compare.add_argument("--json", action="store_true", help="one JSON object per strategy")
+    compare.add_argument("instance", metavar="INSTANCE.json", nargs="?",
+                         help=f"the instance file (default: {DEFAULT_INSTANCE})")
+    _k_option(compare, default=16, help="at most this many blue switches")
+    compare.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
+    compare.add_argument("--json", action="store_true",
+                         help='print {"instance", "switches", "height", "messages", "k", '
+                              '"strategies": [{"strategy", "k", "cost", "all_red_cost", '
+                              '"ratio", "blue"}, ...]}')
+    compare.add_argument("--force", action="store_true", help=FORCE_HELP)
     compare.set_defaults(func=cmd_compare)
 
     gen = ssub.add_parser(
@@ -100,15 +126,23 @@ def register(sub: Any) -> None:
         ),
     )
     gen.add_argument("--shape", choices=["bt", "random"], default="bt",
-                     help="bt: complete binary tree BT(n); random: random tree (default bt)")
-    gen.add_argument("-n", type=int, default=256, help="number of switches (default 256)")
+                     help="bt: complete binary tree BT(n); random: random tree")
+    gen.add_argument("-n", type=int_in(1, MAX_GEN_SWITCHES), default=256,
+                     help="number of switches")
     gen.add_argument("--loads", choices=LOAD_DISTRIBUTIONS, default="uniform",
-                     help="uniform in [1, 10] or power-law (Pareto 1.5) (default uniform)")
+                     help="uniform in [1, 10] or power-law (Pareto 1.5)")
     gen.add_argument("--rates", choices=RATE_REGIMES, default="constant",
-                     help="constant 1, linear 1+level, exponential 2^level (default constant)")
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--max-children", type=int, default=4, help="random trees only (default 4)")
-    gen.add_argument("-o", "--output", help="file to write (default: standard output)")
+                     help="constant 1, linear 1+level, exponential 2^level (capped at 1e15)")
+    gen.add_argument("--seed", type=SEED, default=0, help="seed of the loads (and the shape)")
+    gen.add_argument("--max-children", type=int_in(1, 1_000_000), default=4,
+                     help="children per switch at most (random trees only)")
+    gen.add_argument("-o", "--output", type=output_file(), metavar="FILE",
+                     help="file to write (default: standard output)")
+    gen.add_argument("--json", action="store_true",
+                     help='with -o, print {"wrote", "switches", "messages"}; without -o the '
+                          "instance printed is JSON already")
+    gen.add_argument("--force", action="store_true",
+                     help="generate even when the memory estimate exceeds what is available")
     gen.set_defaults(func=cmd_gen)
 
     online = ssub.add_parser(
@@ -118,11 +152,19 @@ def register(sub: Any) -> None:
                     "plan them one after the other; each switch may aggregate for at most "
                     "CAPACITY workloads. Prints the running ratio to all-red per strategy.",
     )
-    online.add_argument("instance", metavar="INSTANCE.json", nargs="?")
-    online.add_argument("-k", type=_k_arg, default=16)
-    online.add_argument("--workloads", type=int, default=32)
-    online.add_argument("--capacity", type=int, default=4)
-    online.add_argument("--seed", type=int, default=0)
+    online.add_argument("instance", metavar="INSTANCE.json", nargs="?",
+                        help=f"the instance file (default: {DEFAULT_INSTANCE})")
+    _k_option(online, default=16, help="at most this many blue switches per workload")
+    online.add_argument("--workloads", type=int_in(1, MAX_WORKLOADS), default=32,
+                        help="workloads planned one after the other")
+    online.add_argument("--capacity", type=int_in(0, 2**31 - 1), default=4,
+                        help="workloads each switch may aggregate for, a(s)")
+    online.add_argument("--seed", type=SEED, default=0,
+                        help="seed of the workloads and of the random strategy")
+    online.add_argument("--json", action="store_true",
+                        help='print {"instance", "workloads", "k", "capacity", "strategies": '
+                             '[{"strategy", "running_ratio": [after 1, 2, ...]}, ...]}')
+    online.add_argument("--force", action="store_true", help=FORCE_HELP)
     online.set_defaults(func=cmd_online)
 
     exp = ssub.add_parser(
@@ -141,24 +183,38 @@ def register(sub: Any) -> None:
             "fig9 times on one core. --quick: a reduced run of a few seconds."
         ),
     )
-    exp.add_argument("name", choices=["fig6", "fig7", "fig8", "fig9"])
-    exp.add_argument("--out", required=True, help="output folder (created if missing)")
-    exp.add_argument("--seeds", type=int, default=None, help="seeds per point (default 10)")
+    exp.add_argument("name", choices=["fig6", "fig7", "fig8", "fig9"], help="the figure")
+    exp.add_argument("--out", type=output_dir, required=True, metavar="DIR",
+                     help="output folder (created if missing; required)")
+    exp.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None,
+                     help="seeds per point (default: 10, or the quick run's)")
     exp.add_argument("--quick", action="store_true", help="reduced sizes, a few seconds")
-    exp.add_argument("--jobs", type=int, default=None, help="processes (default: all cores)")
+    exp.add_argument("--jobs", type=PROCESSES, default=None,
+                     help="processes (default: all cores)")
+    exp.add_argument("--json", action="store_true",
+                     help='print {"experiment", "points", "seconds", "files"}')
     exp.set_defaults(func=cmd_experiment)
 
 
+def _header(tree: Tree, label: str) -> dict[str, Any]:
+    return {"instance": label, "switches": tree.n - 1, "height": tree.height,
+            "messages": int(tree.load.sum())}
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
-    tree, _ = _tree_arg(args.instance)
+    tree, label = _tree_arg(args.instance)
     k = check_k(args.k)
+    if args.strategy == "soar":
+        _check_fits(tree, k, f"solving {label}", args.force)
     plan = run_strategy(tree, args.strategy, k, args.seed)
     red = phi(tree, [])
-    if args.json:
-        print(json.dumps(plan.to_dict(all_red_cost=red)))
-        return 0
     ratio = plan.cost / red if red > 0 else 1.0
-    print(f"instance: {args.instance} ({tree.n - 1} switches, height {tree.height}, "
+    if args.json:
+        print_json({**_header(tree, label), "strategy": plan.strategy, "k": k,
+                    "cost": plan.cost, "all_red_cost": red, "ratio": ratio,
+                    "blue": list(plan.blue)})
+        return 0
+    print(f"instance: {label} ({tree.n - 1} switches, height {tree.height}, "
           f"{int(tree.load.sum())} messages)")
     print(f"strategy: {plan.strategy}, k = {k}")
     print(f"cost (phi): {plan.cost:.6g}   all-red: {red:.6g}   ratio: {ratio:.4f}")
@@ -180,10 +236,10 @@ def compare_rows(tree: Tree, k: int, seed: int) -> list[dict[str, Any]]:
 def cmd_compare(args: argparse.Namespace) -> int:
     tree, label = _tree_arg(args.instance)
     k = check_k(args.k)
+    _check_fits(tree, k, f"solving {label}", args.force)
     rows = compare_rows(tree, k, args.seed)
     if args.json:
-        for row in rows:
-            print(json.dumps(row))
+        print_json({**_header(tree, label), "k": k, "strategies": rows})
         return 0
     print(f"instance: {label}")
     print(f"{tree.n - 1} switches, height {tree.height}, {int(tree.load.sum())} messages, k = {k}")
@@ -196,21 +252,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
-    if args.n < 1:
-        raise InputError(f"-n must be >= 1, got {args.n}")
+    # measured: about 1.5 KB per switch at the peak (ids, arrays, the JSON text), 70 MB base
+    check_memory(f"generating {args.n} switches", 70e6 + 1600 * args.n, force=args.force)
     if args.shape == "bt":
         tree = binary_tree(args.n, rates=args.rates, loads=args.loads, seed=args.seed)
     else:
         tree = random_tree(args.n, rates=args.rates, loads=args.loads, seed=args.seed,
                            max_children=args.max_children)
-    text = json.dumps(tree_to_dict(tree), indent=1)
+    text = dumps(tree_to_dict(tree), indent=1)
     if args.output:
         try:
             Path(args.output).write_text(text + "\n")
         except OSError as exc:
-            raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
-        print(f"wrote {args.output}: {tree.n - 1} switches, {int(tree.load.sum())} messages",
-              file=sys.stderr)
+            raise InputError(f"cannot write: {exc.strerror}", source=str(args.output)) from None
+        summary = {"wrote": str(args.output), "switches": tree.n - 1,
+                   "messages": int(tree.load.sum())}
+        if args.json:
+            print_json(summary)
+        else:
+            print(f"wrote {args.output}: {tree.n - 1} switches, {int(tree.load.sum())} messages",
+                  file=sys.stderr)
     else:
         print(text)
     return 0
@@ -219,19 +280,27 @@ def cmd_gen(args: argparse.Namespace) -> int:
 def cmd_online(args: argparse.Namespace) -> int:
     tree, label = _tree_arg(args.instance)
     k = check_k(args.k)
-    if args.workloads < 1:
-        raise InputError(f"--workloads must be >= 1, got {args.workloads}")
+    _check_fits(tree, k, f"solving {label}", args.force, repeat=args.workloads)
     rng = np.random.default_rng(args.seed)
     loads = [workload(tree, "uniform" if rng.random() < 0.5 else "power-law", rng)
              for _ in range(args.workloads)]
-    print(f"instance: {label}; {args.workloads} workloads, k = {k}, capacity {args.capacity}")
-    rows = []
+    ratios: dict[str, list[float]] = {}
     for name in STRATEGIES:
         if name == "all-blue":
             continue
-        result = run_online(tree, loads, k, args.capacity, name, args.seed)
-        ratio = result.running_ratio()
-        rows.append([name, ratio[0], ratio[len(ratio) // 2], ratio[-1]])
+        from tqdm import tqdm
+
+        steps = tqdm(loads, desc=name, unit="workload", disable=None, leave=False)
+        result = run_online(tree, steps, k, args.capacity, name, args.seed)
+        ratios[name] = result.running_ratio()
+    if args.json:
+        print_json({"instance": label, "workloads": args.workloads, "k": k,
+                    "capacity": args.capacity,
+                    "strategies": [{"strategy": name, "running_ratio": r}
+                                   for name, r in ratios.items()]})
+        return 0
+    print(f"instance: {label}; {args.workloads} workloads, k = {k}, capacity {args.capacity}")
+    rows = [[name, r[0], r[len(r) // 2], r[-1]] for name, r in ratios.items()]
     half = args.workloads // 2 + 1
     print(format_table(["strategy", "after 1", f"after {half}", f"after {args.workloads}"],
                        rows, digits=4))
@@ -244,6 +313,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     result = run_experiment(args.name, Path(args.out), seeds=args.seeds, quick=args.quick,
                             jobs=args.jobs)
     out = Path(args.out)
+    files = [str(out / f"{args.name}.csv"), *(str(out / p) for p in result["pngs"]),
+             str(out / "summary.md")]
+    if args.json:
+        print_json({"experiment": args.name, "points": len(result["points"]),
+                    "seconds": result["seconds"], "files": files})
+        return 0
     print(f"{args.name}: {len(result['points'])} points in {result['seconds']:.1f} s")
     print(f"wrote {out / (args.name + '.csv')}, {len(result['pngs'])} plots "
           f"({', '.join(result['pngs'][:3])}{', ...' if len(result['pngs']) > 3 else ''}), "

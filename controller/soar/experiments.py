@@ -253,7 +253,10 @@ def run_experiment(name: str, out: Path, *, seeds: int | None = None, quick: boo
         if seeds < 1:
             raise InputError(f"--seeds must be >= 1, got {seeds}")
         settings = Settings(**{**settings.__dict__, "seeds": seeds})
-    jobs = jobs or os.cpu_count() or 1
+    if jobs is None:
+        jobs = os.cpu_count() or 1
+    if jobs < 1:
+        raise InputError(f"--jobs must be >= 1, got {jobs}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

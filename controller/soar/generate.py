@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 
 from controller.errors import InputError
-from controller.soar.model import IntArray, Tree
+from controller.soar.model import MAX_RATE, IntArray, Tree
 
 LoadDistribution = Literal["uniform", "power-law"]
 RateRegime = Literal["constant", "linear", "exponential"]
@@ -67,13 +67,15 @@ def draw_loads(
 
 
 def rates_by_level(level: IntArray, regime: RateRegime) -> np.ndarray:
-    """constant: 1; linear: 1 + level; exponential: 2^level (faster toward the root)."""
+    """constant: 1; linear: 1 + level; exponential: 2^level (faster toward the root), all
+    capped at the model's largest rate (MAX_RATE, 1e15 ~ 2^49.8): on a deep tree 2^level
+    would overflow to infinity and write a rate no loader accepts."""
     if regime == "constant":
         return np.ones(len(level))
     if regime == "linear":
-        return 1.0 + level.astype(np.float64)
+        return np.minimum(1.0 + level.astype(np.float64), MAX_RATE)
     if regime == "exponential":
-        return np.power(2.0, level.astype(np.float64))
+        return np.minimum(np.power(2.0, np.minimum(level, 64).astype(np.float64)), MAX_RATE)
     raise InputError(f"unknown rate regime {regime!r}; use constant, linear or exponential")
 
 

@@ -115,9 +115,13 @@ class Tree:
         if len(roots) > 1:
             names = ", ".join(repr(ids[i]) for i in roots)
             raise InputError(f"several roots: {names} have no parent", source=source)
+        total = 0
         for i in range(n):
             _check_rate(ids[i], rate[i], source, is_root=parent[i] == -1)
-            _check_load(ids[i], load[i], source)
+            total += _check_load(ids[i], load[i], source)
+        if total > MAX_TOTAL_LOAD:
+            raise InputError(f"the loads total {total} messages; at most 2^53 = "
+                             f"{MAX_TOTAL_LOAD} can be counted exactly", source=source)
         children: list[list[int]] = [[] for _ in range(n)]
         for i, p in enumerate(parent):
             if p != -1:
@@ -165,28 +169,45 @@ class Tree:
         return Tree(new_ids, new_parent, new_rate, new_load, avail, new_children, depth, index)
 
 
+# Why these bounds: message counts are int64 and the costs float64. Loads whose total stays
+# within 2^53 are exact in both (no wrap-around, no rounding of a count), and rates within
+# [1e-9, 1e15] keep every weight 1/rate and every cost finite and normal, so no plan is ever
+# chosen by an overflowed, infinite or NaN cost.
+MAX_TOTAL_LOAD = 2**53
+MIN_RATE = 1e-9
+MAX_RATE = 1e15
+_LOAD_RULE = f"a non-negative integer (the loads may total at most 2^53 = {MAX_TOTAL_LOAD})"
+_RATE_RULE = f"a number in [{MIN_RATE:g}, {MAX_RATE:g}]"
+
+
 def _check_rate(name: str, rate: Any, source: str | None, *, is_root: bool) -> None:
-    ok = isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate)
-    if not ok or (not is_root and rate <= 0):
-        raise InputError(f"node {name!r}: rate must be a number > 0, got {rate!r}", source=source)
+    ok = (isinstance(rate, int | float | np.floating | np.integer) and not isinstance(rate, bool)
+          and math.isfinite(rate))
+    if ok and not is_root:
+        ok = MIN_RATE <= rate <= MAX_RATE
+    if not ok:
+        rule = "a finite number" if is_root else _RATE_RULE
+        raise InputError(f"node {name!r}: rate must be {rule}, got {rate!r}", source=source)
 
 
-def _check_load(name: str, load: Any, source: str | None) -> None:
-    if isinstance(load, bool) or not isinstance(load, int | float | np.integer):
-        raise InputError(
-            f"node {name!r}: load must be a non-negative integer, got {load!r}", source=source
-        )
-    if load < 0 or (isinstance(load, float) and not load.is_integer()):
-        raise InputError(
-            f"node {name!r}: load must be a non-negative integer, got {load!r}", source=source
-        )
+def _check_load(name: str, load: Any, source: str | None) -> int:
+    """The load as a Python int (exact), or an InputError naming the node."""
+    ok = isinstance(load, int | float | np.integer) and not isinstance(load, bool)
+    if ok and isinstance(load, float):
+        ok = math.isfinite(load) and load.is_integer()
+    if not ok or not 0 <= load <= MAX_TOTAL_LOAD:
+        raise InputError(f"node {name!r}: load must be {_LOAD_RULE}, got {load!r}",
+                         source=source)
+    return int(load)
 
 
 def _cycle_text(start: int, parent: Sequence[int], ids: Sequence[str]) -> str:
     seen: list[int] = []
+    seen_set: set[int] = set()
     v = start
-    while v != -1 and v not in seen:
+    while v != -1 and v not in seen_set:
         seen.append(v)
+        seen_set.add(v)
         v = parent[v]
     if v == -1:  # start hangs below a cycle; show the cycle itself
         return " -> ".join(ids[i] for i in seen)
@@ -215,6 +236,7 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
     if not isinstance(nodes, list) or not nodes:
         raise InputError("nodes must be a non-empty list", source=source)
     ids: list[str] = []
+    position: dict[str, int] = {}  # id -> position: the duplicate check must not scan a list
     raw_parent: list[str | None] = []
     rate: list[Any] = []
     load: list[Any] = []
@@ -226,8 +248,10 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
         if extra:
             raise InputError(f"node {name!r}: unknown field(s) {', '.join(sorted(extra))}",
                              source=source)
-        if name in ids:
-            raise InputError(f"node {name!r}: defined twice", source=source)
+        if name in position:
+            raise InputError(f"node {name!r}: defined twice (nodes[{position[name]}] and "
+                             f"nodes[{pos}])", source=source)
+        position[name] = pos
         ids.append(name)
         par = node.get("parent")
         if par is not None and not isinstance(par, str):
@@ -235,9 +259,8 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
         raw_parent.append(par)
         rate.append(node.get("rate", 1.0))
         load.append(node.get("load", 0))
-    if root not in ids:
+    if root not in position:
         raise InputError(f"root {root!r} is not among the nodes", source=source)
-    position = {name: i for i, name in enumerate(ids)}
     parent: list[int] = []
     for name, par in zip(ids, raw_parent, strict=True):
         if name == root:

@@ -7,7 +7,7 @@ each lose one unit. Nothing is re-planned: this is what a controller facing arri
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +45,7 @@ class OnlineResult:
 
 def run_online(
     tree: Tree,
-    workloads: Sequence[Sequence[int] | IntArray],
+    workloads: Iterable[Sequence[int] | IntArray],
     k: int,
     capacity: int | Mapping[str, int],
     strategy: str = "soar",

@@ -226,3 +226,46 @@ def optimum(tree: Tree, k: int) -> float:
     """The optimal phi alone (Gather without Color)."""
     return gather(tree, k).optimum
 
+
+
+def estimate_bytes(tree: Tree, k: int) -> int:
+    """Peak memory of `solve(tree, k)`, estimated from the shape alone in O(n).
+
+    What stays allocated until Color: each node's distances up (depth floats), its colour
+    decisions (depth x width booleans) and the budget splits of its merges (depth x width
+    int32 per child after the first); what lives a level at a time: the float tables of two
+    adjacent depths and the temporaries of their merge. Width is min(k, available switches
+    in the subtree) + 1. A path of n switches needs n^2 / 2 distances: that is what makes
+    deep trees expensive, whatever k.
+    """
+    k = check_k(k)
+    n = tree.n
+    avail_below = tree.available.astype(np.int64)
+    for v in range(n - 1, 0, -1):
+        avail_below[tree.parent[v]] += avail_below[v]
+    width = np.minimum(avail_below, k) + 1
+    depth = tree.depth.astype(np.float64)
+    kids = np.array([len(c) for c in tree.children], dtype=np.float64)
+    cells = (depth + 1) * width
+    stored = (8 * depth + np.where(tree.available, depth * width, 0)
+              + 4 * cells * np.maximum(0, kids - 1))
+    per_level = np.bincount(tree.depth, weights=8 * cells)
+    pair = per_level[:-1] + per_level[1:] if len(per_level) > 1 else per_level
+    live = 3 * float(pair.max())
+    return int(stored.sum() + live + 400 * n)
+
+
+def estimate_seconds(tree: Tree, k: int) -> float:
+    """Run time of `solve(tree, k)` on this machine's class of CPU, roughly and from above.
+
+    Measured (benchmarks/soar_bench.py and random shapes): about 30 us per node of Python
+    and NumPy call overhead (batches are small on irregular trees) plus about 6 ns per table
+    cell (depth x width), which dominates on deep trees: a path of 6,000 switches with k = 64
+    has 1.2e9 cells and takes 5 s.
+    """
+    k = check_k(k)
+    avail_below = tree.available.astype(np.int64)
+    for v in range(tree.n - 1, 0, -1):
+        avail_below[tree.parent[v]] += avail_below[v]
+    cells = float(((tree.depth + 1) * (np.minimum(avail_below, k) + 1)).sum())
+    return 30e-6 * tree.n + 6e-9 * cells
