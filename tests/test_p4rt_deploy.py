@@ -239,7 +239,7 @@ def test_local_switches_follow_the_mininet_convention() -> None:
     assert a["s2"] == SwitchAddress("s2", "127.0.0.1:50052", 0, 9091)
     assert a["s3"] == SwitchAddress("s3", "192.0.2.3:9559", 4, 9999, "192.0.2.3")
     assert a["s4"] == SwitchAddress("s4", "127.0.0.1:50053", 0, 9092)  # local ones count on
-    from controller.emulation.net import local_switch_ports
+    from controller.emulation.net import local_switch_ports  # the harness follows it too
 
     ports = local_switch_ports(topology_from_dict(data))
     assert all(a[n].grpc == p.grpc_address and a[n].thrift_port == p.thrift_port

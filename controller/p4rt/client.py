@@ -292,11 +292,10 @@ class SwitchClient:
 
 def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
     """Every switch's address, in the topology's order. Remote switches: their grpc,
-    device_id and thrift_port fields. Local (BMv2 on this machine): the convention of the
-    Mininet harness (`controller.emulation.net.local_switch_ports`), which is the i-th local
-    switch in file order on 127.0.0.1:50051+i with thrift port 9090+i, so that deploy, status
-    and the emulated network always agree."""
-    from controller.emulation.net import local_switch_ports
+    device_id and thrift_port fields. Local (BMv2 on this machine): the convention of
+    `controller.p4rt.local`, the i-th local switch in file order on 127.0.0.1:50051+i with
+    thrift port 9090+i, which the Mininet harness follows too."""
+    from controller.p4rt.local import local_switch_ports
 
     local = local_switch_ports(topology)
     out: dict[str, SwitchAddress] = {}
