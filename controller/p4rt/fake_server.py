@@ -78,6 +78,14 @@ class FakeDevice:
         assert self.schema is not None
         return list(self.entries[self.schema.table(table).id].values())
 
+    def wipe(self) -> None:
+        """Forget the pipeline and every entry, as a switch restarted blank would (its
+        sessions stay open: this is the case only the cookie check can notice)."""
+        self.schema = None
+        self.cookie = None
+        self.device_config = b""
+        self.entries, self.defaults, self.initial_defaults, self.counters = {}, {}, {}, {}
+
     def bump_counter(self, name: str, index: int, packets: int, octets: int) -> None:
         """Pretend traffic went through: add to one cell of an indexed counter."""
         assert self.schema is not None
@@ -142,8 +150,12 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
                                       "Election id already exists")
                     dev.elections[stream] = eid
                     primary = dev.primary == eid
+                    high, low = dev.primary or eid
                 rep = p4runtime_pb2.StreamMessageResponse()
                 rep.arbitration.CopyFrom(arb)
+                # like PI: every controller is told the primary's election id
+                rep.arbitration.election_id.high = high
+                rep.arbitration.election_id.low = low
                 rep.arbitration.status.code = code_pb2.OK if primary else code_pb2.ALREADY_EXISTS
                 yield rep
         finally:
@@ -478,3 +490,17 @@ class FakeP4RuntimeServer:
 
     def device(self, device_id: int = 0) -> FakeDevice:
         return self.devices[device_id]
+
+    def wipe(self, device_id: int = 0) -> None:
+        """The device restarts blank (FakeDevice.wipe), between two requests."""
+        with self._servicer.lock:
+            self.devices[device_id].wipe()
+
+    def drop_entry(self, device_id: int, table: str) -> Any:
+        """Remove one entry of `table` behind the controller's back; returns it."""
+        with self._servicer.lock:
+            dev = self.devices[device_id]
+            assert dev.schema is not None
+            store = dev.entries[dev.schema.table(table).id]
+            key = next(iter(store))
+            return store.pop(key)
