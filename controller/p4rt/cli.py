@@ -371,6 +371,7 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
     logger = logging.getLogger("innet.controller")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # p4runtime-shell's root-logger calls may configure the root
     stop = threading.Event()
     why: list[str] = []
 

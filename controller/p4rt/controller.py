@@ -34,6 +34,7 @@ from controller.p4rt.client import (
     SwitchAddress,
     SwitchClient,
     SwitchError,
+    WriteError,
     format_election,
 )
 from controller.p4rt.deploy import SwitchDeploy, deploy_switch
@@ -277,6 +278,7 @@ class _Worker:
         else:
             self._standby(client, client.arbitration)
         fresh = True  # a new session: push the queue settings whatever the pipeline says
+        reload = False  # the next pass loads the program even if the cookie is ours
         next_pass = 0.0
         last_error: str | None = None
         while not ctl.stopping:
@@ -296,7 +298,22 @@ class _Worker:
                 continue
             try:
                 result = deploy_switch(client, ctl.pipeline, target.entries,
-                                       queues=target.queues, always_queues=fresh)
+                                       queues=target.queues, always_queues=fresh,
+                                       reload=reload)
+            except WriteError as exc:
+                if reload:  # a fresh program did not help either: retry next interval
+                    event(self.name, f"reconcile failed after reloading the program: {exc}")
+                    ctl._update(self.name, error=str(exc))
+                    reload, next_pass = False, time.monotonic() + ctl.interval
+                else:
+                    # the diff came from a fresh read, yet the switch refuses it: its P4Runtime
+                    # server disagrees with its tables. Only a program load resets both.
+                    event(self.name, f"the switch refused the repair ({exc.errors[0][1]}: "
+                                     f"{exc.errors[0][2]}); its P4Runtime state disagrees "
+                                     "with its tables (changed outside P4Runtime?): "
+                                     "reloading the program and every entry")
+                    reload = True
+                continue
             except SwitchError as exc:
                 if exc.code == "PERMISSION_DENIED":
                     client.primary = False
@@ -313,9 +330,11 @@ class _Worker:
                 next_pass = time.monotonic() + ctl.interval
                 continue
             last_error = None
+            forced, reload = reload, False
             if result.pipeline:
-                again = " again (the switch came back without it)" if self.loaded_once else ""
-                event(self.name, f"program loaded{again} (cookie {ctl.pipeline.cookie:#x}); "
+                again = (" again (forced)" if forced else
+                         " again: the switch came back without it" if self.loaded_once else "")
+                event(self.name, f"program loaded{again}; cookie {ctl.pipeline.cookie:#x}; "
                                  f"{_summary(result)} entries"
                                  + (", queues set" if target.queues else ""))
             elif result.diff.writes:
@@ -325,7 +344,7 @@ class _Worker:
             elif fresh:
                 event(self.name, "in the intended state")
             restores = ctl.views()[self.name].restores
-            if result.pipeline and self.loaded_once:
+            if result.pipeline and self.loaded_once and not forced:
                 restores += 1
             self.loaded_once = self.loaded_once or result.pipeline or fresh
             fresh = False

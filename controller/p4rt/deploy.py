@@ -100,15 +100,17 @@ class DeployResult:
 
 def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[Entry], *,
                   dry_run: bool = False, queues: Sequence[QueueSetting] = (),
-                  always_queues: bool = True) -> SwitchDeploy:
+                  always_queues: bool = True, reload: bool = False) -> SwitchDeploy:
     """Bring one switch to `entries` (program first when needed) with the fewest writes.
 
     BMv2 queue settings cannot be read back, so they go out when `always_queues` (one-shot
     deploy) or when the program was just loaded (the long-running controller, which also sends
-    them on every new session: a restarted switch has lost them)."""
+    them on every new session: a restarted switch has lost them). `reload` loads the program
+    even when the cookie matches: the way back when the switch's P4Runtime server no longer
+    agrees with its own tables (someone changed them through BMv2's thrift CLI)."""
     t0 = time.perf_counter()
     desired = [normalise(pipeline.schema, e) for e in entries]
-    load = client.pipeline_cookie() != pipeline.cookie
+    load = reload or client.pipeline_cookie() != pipeline.cookie
     if load and dry_run:
         current: list[Entry] = []  # the switch's state would be wiped by the load
     else:
