@@ -22,11 +22,13 @@ are logged one line each on the "innet.controller" logger, tagged with the switc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from controller.p4rt.client import (
     WRITER_ELECTION_ID,
@@ -68,7 +70,8 @@ class SwitchView:
 
     state: str = DOWN
     synced: int = -1                # generation of the intent last reconciled without error
-    last: SwitchDeploy | None = None
+    applied: SwitchDeploy | None = None  # the pass that first reached that generation
+    last: SwitchDeploy | None = None     # the latest pass
     error: str | None = None
     restores: int = 0               # program loads after the first (a switch came back blank)
     primary_election_id: tuple[int, int] | None = None
@@ -168,7 +171,8 @@ class Controller:
             while True:
                 late = [n for n, v in sh.views.items() if v.synced < sh.generation]
                 if not late:
-                    return {n: v.last for n, v in sh.views.items() if v.last is not None}
+                    return {n: v.applied for n, v in sh.views.items()
+                            if v.applied is not None}
                 left = deadline - time.monotonic()
                 if left <= 0 or self._stop.is_set():
                     why = "; ".join(f"{n}: {sh.views[n].state}"
@@ -181,7 +185,7 @@ class Controller:
     def views(self) -> dict[str, SwitchView]:
         sh = self._shared
         with sh.lock:
-            return {n: SwitchView(v.state, v.synced, v.last, v.error, v.restores,
+            return {n: SwitchView(v.state, v.synced, v.applied, v.last, v.error, v.restores,
                                   v.primary_election_id) for n, v in sh.views.items()}
 
     def session(self, name: str) -> SwitchClient:
@@ -215,6 +219,24 @@ class Controller:
 
 def event(name: str, message: str) -> None:
     log.info("%s: %s", name, message)
+
+
+@contextlib.contextmanager
+def events_to(path: Path) -> Iterator[None]:
+    """Write the controller's event lines to a file while the body runs (experiments keep
+    them in their run folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(message)s", "%H:%M:%S"))
+    previous = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(previous)
+        handler.close()
 
 
 def _summary(d: SwitchDeploy, limit: int = 3) -> str:
@@ -343,13 +365,15 @@ class _Worker:
                 event(self.name, "in the intended state; queues set")
             elif fresh:
                 event(self.name, "in the intended state")
-            restores = ctl.views()[self.name].restores
+            view = ctl.views()[self.name]
+            restores = view.restores
             if result.pipeline and self.loaded_once and not forced:
                 restores += 1
             self.loaded_once = self.loaded_once or result.pipeline or fresh
             fresh = False
-            ctl._update(self.name, state=PRIMARY, synced=gen, last=result, error=None,
-                        restores=restores, primary_election_id=client.election_id)
+            applied = result if view.synced < gen else view.applied
+            ctl._update(self.name, state=PRIMARY, synced=gen, applied=applied, last=result,
+                        error=None, restores=restores, primary_election_id=client.election_id)
             next_pass = time.monotonic() + ctl.interval
 
     def _standby(self, client: SwitchClient, arb: Arbitration | None) -> None:
