@@ -241,6 +241,10 @@ def print_deploy(result: DeployResult, order: Sequence[str] | None = None) -> No
             print(f"  ~ {was}  =>  {describe(new)}")
         for e in d.insert:
             print(f"  + {describe(e)}")
+        if sd.cleaned_slots:
+            print(f"  registers: slots {', '.join(map(str, sd.cleaned_slots))} back to zero")
+        if sd.note:
+            print(f"  note: {sd.note}")
     verb = "would write" if result.dry_run else "wrote"
     changed = sum(s.changed for s in result.switches.values())
     print(f"{len(result.switches) + len(result.failed)} switches ({changed} changed, "

@@ -247,7 +247,12 @@ def _summary(d: SwitchDeploy, limit: int = 3) -> str:
              + [f"- {describe(e)}" for e in diff.delete])
     if shown and not d.pipeline:
         parts.append("; ".join(shown[:limit]) + (" ..." if len(shown) > limit else ""))
-    return ": ".join(parts)
+    out = ": ".join(parts)
+    if d.cleaned_slots:
+        out += f"; register slots {d.cleaned_slots[0]}..{d.cleaned_slots[-1]} zeroed"
+    if d.note:
+        out += f"; {d.note}"
+    return out
 
 
 class _Worker:

@@ -6,7 +6,8 @@ the difference goes out as at most three Write requests: deletes, then modifies,
 Deletes first free table space, and P4Runtime applies the updates of one batch in no fixed
 order, so kinds never share a batch. An entry whose key is unchanged but whose action data
 differs is one MODIFY, never a delete plus an insert: a new plan costs the fewest writes, and
-the same plan twice costs none.
+the same plan twice costs none. The register slots of an aggregation entry that was deleted or
+changed are zeroed afterwards (registers.py), through thrift.
 
 Switches are deployed in parallel and independently: one that cannot be reached or refuses
 is reported with its reason next to the results of the others, never instead of them. Deploy
@@ -26,8 +27,9 @@ from controller.errors import InputError
 from controller.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from controller.p4rt.encode import normalise
 from controller.p4rt.intent import DEFAULT_TABLES, MANAGED_TABLES, Entry, Match
+from controller.p4rt.registers import clean_commands, slot_registers, stale_slots
 from controller.p4rt.schema import Pipeline
-from controller.p4rt.thrift import QueueSetting, set_queues
+from controller.p4rt.thrift import QueueSetting, run_cli, set_queues
 
 COUNTERS = ("port_in", "port_out", "ecn_marked", "agg_events")
 
@@ -72,6 +74,8 @@ class SwitchDeploy:
     pipeline: bool  # the program was (or would be) loaded
     diff: Diff
     seconds: float
+    cleaned_slots: tuple[int, ...] = ()  # aggregation slots returned to their power-on state
+    note: str | None = None  # what could not be done (slots to clean but no thrift port)
 
     @property
     def changed(self) -> bool:
@@ -127,7 +131,16 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
             client.write("insert", d.insert)
         if queues and (always_queues or load):
             set_queues(client.address, queues)
-    return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0)
+    slots = () if load else stale_slots([*d.delete, *(old for old, _ in d.modify if old)])
+    note = None
+    if slots and not dry_run:
+        if client.address.thrift_port is None:
+            note = f"slots {slots[0]}..{slots[-1]} not cleaned: no thrift port known"
+        else:
+            run_cli(client.address, clean_commands(slot_registers(pipeline.device_config),
+                                                   slots))
+    return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0,
+                        slots if note is None else (), note)
 
 
 T = TypeVar("T")
