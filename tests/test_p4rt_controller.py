@@ -165,3 +165,52 @@ def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
                 d1["in_intent"]) == (False, 1, [], [], False)
         assert d1["missing"][0].startswith("route 10.0.0.")
         assert doc["switches"]["s2"]["difference"]["in_intent"] is True
+
+
+def test_cli_runs_until_sigterm_and_exits_0(server: FakeP4RuntimeServer, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    data = BT15.to_dict()
+    for i, n in enumerate(BT15.switches):
+        data["switches"][n] = {"grpc": server.address if n in NAMES else "127.0.0.1:1",
+                               "device_id": i}
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps(data))
+    wl = ROOT / "examples" / "workload-bt15.json"
+    log = tmp_path / "ctl.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "controller", "run",
+                                 "--topology", str(topo), "--workload", str(wl), "-k", "4",
+                                 "--interval", "0.5"], stdout=out, stderr=subprocess.STDOUT,
+                                cwd=ROOT)
+    try:
+        # four switches served, eleven down: the four reach the intent all the same
+        assert eventually(lambda: all(server.device(i).cookie == PIPE.cookie
+                                      and server.device(i).updates_written > 0
+                                      for i in range(len(NAMES))), 20), log.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert "s1: connected to" in text and "s1: program loaded; cookie" in text
+    assert "s5: no session (cannot open a P4Runtime session: UNAVAILABLE" in text
+    assert text.count("s5: no session") == 1  # one line per outage, not one per retry
+    assert "controller: stopped on SIGTERM; every session closed" in text
+    assert "Traceback" not in text
+
+
+def test_cli_bad_options_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    bt = str(ROOT / "topologies" / "bt15.json")
+    for bad, says in ((["--interval", "0"], "--interval: must be > 0"),
+                      (["--election-id", "x"], "--election-id: expected HIGH[:LOW]"),
+                      (["--backup", "--election-id", "3"], "not allowed with argument")):
+        with pytest.raises(SystemExit) as exc:
+            main(["controller", "run", "--topology", bt, *bad])
+        assert exc.value.code == 2 and says in capsys.readouterr().err
+    assert main(["controller", "run", "--topology", bt, "--workload", "nope.json"]) == 2
+    assert "nope.json: cannot read" in capsys.readouterr().err

@@ -370,6 +370,9 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
     queues = queue_settings(args)
     addresses = switch_addresses(topo)
     targets = {s: SwitchTarget(es, queues) for s, es in intent.entries().items()}
+    for es in intent.entries().values():  # an intent the program cannot hold: exit 2 now
+        for e in es:
+            normalise(pipeline.schema, e)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(message)s", "%H:%M:%S"))
     logger = logging.getLogger("innet.controller")

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.errors import InputError
 from controller.p4rt.client import (
     WRITER_ELECTION_ID,
     Arbitration,
@@ -276,7 +277,7 @@ class _Worker:
                 except SwitchError as exc:
                     reason = str(exc).removeprefix(f"{self.address}: ")
                     if reason != down_reason:
-                        event(self.name, f"unreachable ({reason}); retrying every "
+                        event(self.name, f"no session ({reason}); retrying every "
                                          f"{BACKOFF_MIN:g}..{ctl.backoff_max:g} s")
                         down_reason = reason
                     ctl._update(self.name, state=DOWN, error=reason)
@@ -288,6 +289,10 @@ class _Worker:
                 ctl._session(self.name, client)
                 try:
                     self._serve(client)
+                except Exception as exc:  # a bug must not silently end this switch's care
+                    log.exception("%s: internal error, reconnecting: %s", self.name, exc)
+                    ctl._update(self.name, state=DOWN, error=f"internal error: {exc}")
+                    ctl._stop.wait(ctl.backoff_max)
                 finally:
                     ctl._session(self.name, None)
                     client.close()
@@ -341,8 +346,8 @@ class _Worker:
                                      "reloading the program and every entry")
                     reload = True
                 continue
-            except SwitchError as exc:
-                if exc.code == "PERMISSION_DENIED":
+            except InputError as exc:  # SwitchError, or an intent the program cannot hold
+                if isinstance(exc, SwitchError) and exc.code == "PERMISSION_DENIED":
                     client.primary = False
                     event(self.name, "the switch refused a write (PERMISSION_DENIED): another "
                                      "controller is primary; not writing")
