@@ -205,6 +205,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         result = deploy(addresses, entries, pipeline, dry_run=args.dry_run,
                         queues=queue_settings(args))
     print_deploy(result, list(entries))
+    queues = queue_settings(args)
+    if queues and not args.dry_run and result.switches:
+        print(f"queues: {' and '.join(queues[0].commands())} on {len(result.switches)} "
+              "switches")
     if result.failed:
         print(f"innet: {len(result.failed)} of {len(entries)} switches failed: "
               f"{', '.join(result.failed)}", file=sys.stderr)

@@ -55,6 +55,9 @@ TICK = 0.05  # how often a thread looks at its stream, the intent and the stop f
 BACKUP_ELECTION_ID = (0, 1 << 40)
 
 DOWN, PRIMARY, STANDBY, STOPPED = "down", "primary", "standby", "stopped"
+# refusals of a diff computed from a fresh read that only a P4Runtime server out of step with
+# its own tables gives: an insert of a key it does not list, a change of one it does
+DESYNC = ("ALREADY_EXISTS", "NOT_FOUND")
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +314,7 @@ class _Worker:
             self._standby(client, client.arbitration)
         fresh = True  # a new session: push the queue settings whatever the pipeline says
         reload = False  # the next pass loads the program even if the cookie is ours
+        reloaded = False  # a forced load was tried since the last good pass
         next_pass = 0.0
         last_error: str | None = None
         while not ctl.stopping:
@@ -333,9 +337,15 @@ class _Worker:
                                        queues=target.queues, always_queues=fresh,
                                        reload=reload)
             except WriteError as exc:
-                if reload:  # a fresh program did not help either: retry next interval
-                    event(self.name, f"reconcile failed after reloading the program: {exc}")
+                desync = any(code in DESYNC for _, code, _ in exc.errors)
+                if reload or reloaded or not desync:
+                    # a refusal a program load cannot cure (or did not): retry next interval,
+                    # never reload in a loop
+                    if str(exc) != last_error:
+                        event(self.name, f"reconcile failed: {exc}")
+                        last_error = str(exc)
                     ctl._update(self.name, error=str(exc))
+                    reloaded = reloaded or reload
                     reload, next_pass = False, time.monotonic() + ctl.interval
                 else:
                     # the diff came from a fresh read, yet the switch refuses it: its P4Runtime
@@ -362,7 +372,7 @@ class _Worker:
                 next_pass = time.monotonic() + ctl.interval
                 continue
             last_error = None
-            forced, reload = reload, False
+            forced, reload, reloaded = reload, False, False
             if result.pipeline:
                 again = (" again (forced)" if forced else
                          " again: the switch came back without it" if self.loaded_once else "")
