@@ -1,14 +1,15 @@
 """How long the long-running controller takes to restore a switch that restarted blank.
 
     sudo flock /tmp/innet-heavy.lock .venv/bin/python benchmarks/recovery_bench.py \
-        [--topology topologies/bt15.json] [--switch s4] [--repeat 5] [--plot FILE]
+        [--topology topologies/bt15.json] [--switch s4] [--repeat 5] [--down 0.5] [--plot FILE]
 
 Starts one simple_switch_grpc per switch of the topology (no program, no interfaces: the
 control plane is what is measured) on free loopback ports, runs `innet controller run` on them
 as a subprocess (the SOAR plan of every host but the destination, k = 4, default interval), and
 waits until every switch holds its intent. Then, --repeat times: `kill -9` the chosen switch,
-start it again blank on the same ports, and poll it (every 20 ms, read-only session) until it
-runs our program and holds exactly its entries. Prints per trial and as a median:
+--down seconds later start it again blank on the same ports, and poll it (every 20 ms,
+read-only session) until it runs our program and holds exactly its entries. Prints per
+trial and as a median:
   - restart to restored: from starting the new process to the switch holding its intent;
   - of which the switch's own start (until its gRPC port accepts), and the controller's share
     (port open to restored: noticing the stream ended, reconnecting, program, entries).
@@ -66,6 +67,9 @@ def main() -> int:
     parser.add_argument("--switch", default="s4", help="the switch to restart (default s4)")
     parser.add_argument("--repeat", type=int, default=5, help="restarts (default 5)")
     parser.add_argument("-k", type=int, default=4, help="SOAR budget (default 4)")
+    parser.add_argument("--down", type=float, default=0.5,
+                        help="seconds the switch stays dead before it starts again (default "
+                             "0.5); longer outages meet the reconnect backoff at its 1 s cap")
     parser.add_argument("--plot", type=Path, help="write a PNG of the trials here")
     args = parser.parse_args()
     missing = missing_tools("simple_switch_grpc")
@@ -81,7 +85,7 @@ def main() -> int:
     intent = it.derive(topo, [it.workload_from_dict(workload, topo)], "soar", args.k)
     want = {n: {normalise(PIPE.schema, e) for e in es} for n, es in intent.entries().items()}
     print(f"{topo.name}: {len(topo.switches)} switches, restarting {args.switch} "
-          f"({len(want[args.switch])} entries) {args.repeat} times")
+          f"({len(want[args.switch])} entries) {args.repeat} times, {args.down:g} s down")
     switches: dict[str, BMv2Switch] = {}
     ctl: subprocess.Popen[bytes] | None = None
     trials: list[tuple[float, float]] = []  # (switch start, controller share)
@@ -110,7 +114,7 @@ def main() -> int:
                 old = switches[args.switch]
                 old.proc.send_signal(signal.SIGKILL)
                 old.proc.wait(5)
-                time.sleep(0.5)  # the controller sees the stream end and starts retrying
+                time.sleep(args.down)  # the controller sees the stream end and retries
                 port = int(old.address.grpc.rsplit(":", 1)[1])
                 t_spawn = time.monotonic()
                 switches[args.switch] = start_switch(args.switch, run, grpc_port=port,
