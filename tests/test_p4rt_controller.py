@@ -134,6 +134,36 @@ def test_under_a_higher_election_id_it_stands_by(server: FakeP4RuntimeServer) ->
     assert no_worker_threads()
 
 
+def test_takeover_and_back_and_a_backup_taking_over(server: FakeP4RuntimeServer) -> None:
+    a = addrs(server)
+    t = targets()
+    with Controller(a, PIPE, t, interval=0.1) as ours:
+        ours.wait_synced(5.0)
+        with SwitchClient(a["s2"], PIPE.schema, election_id=(2, 0)) as other:
+            assert other.primary
+            assert eventually(lambda: ours.views()["s2"].state == STANDBY)
+            assert ours.views()["s2"].primary_election_id == (2, 0)
+            server.drop_entry(1, it.T_ROUTES)  # while the other is primary: not ours to fix
+            writes = server.device(1).updates_written
+            time.sleep(0.5)  # five of our intervals
+            assert server.device(1).updates_written == writes
+            assert held(server, "s2") != want(t, "s2")
+            assert ours.views()["s1"].state == PRIMARY  # the other switches are unaffected
+        # the other controller left: the switch makes ours primary, which repairs at once
+        assert eventually(lambda: held(server, "s2") == want(t, "s2"))
+        assert ours.views()["s2"].state == PRIMARY
+        with Controller(a, PIPE, t, interval=0.1, backup=True) as standby:
+            assert eventually(lambda: all(v.state == STANDBY
+                                          for v in standby.views().values()))
+            ours.stop()
+            assert eventually(lambda: all(v.state == PRIMARY
+                                          for v in standby.views().values()))
+            server.drop_entry(3, it.T_ROUTES)
+            assert eventually(lambda: held(server, "s4") == want(t, "s4"))
+            assert standby.views()["s4"].primary_election_id == (0, 1 << 40)
+    assert no_worker_threads()
+
+
 def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
                      capsys: pytest.CaptureFixture[str]) -> None:
     data = BT15.to_dict()
