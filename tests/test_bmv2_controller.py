@@ -196,6 +196,14 @@ def test_an_entry_deleted_behind_its_back_is_restored_within_an_interval(trio: T
     want = trio.intent()
     ctl = trio.controller("--workload", str(trio.workload_path), log="drift.log")
     assert eventually(lambda: all(trio.held(n) == want[n] for n in NAMES), 15)
+    # status --json next to the running controller: it reads, never takes over
+    status = subprocess.run([sys.executable, "-m", "controller.cli", "status", "--topology",
+                             str(trio.topo_path), "--json"], capture_output=True, text=True,
+                            cwd=ROOT, check=True)
+    doc = json.loads(status.stdout)["switches"]
+    for n in NAMES:
+        assert (doc[n]["reachable"], doc[n]["pipeline"], doc[n]["entries"]) == \
+            (True, PIPE.cookie, len([e for e in want[n] if not e.default]))
     time.sleep(0.3)
     _delete_one_route(trio, "s3")
     t0 = time.monotonic()

@@ -186,6 +186,7 @@ def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
         assert s1["entries"] == 16 and "difference" not in s1
         assert (s5["reachable"], s5["pipeline"], s5["entries"],
                 s5["primary_election_id"]) == (False, None, 0, None)
+        assert "cannot open a P4Runtime session" in s5["error"]
         wl = ROOT / "examples" / "workload-bt15.json"
         assert main(["status", "--topology", str(topo), "--json", "--workload", str(wl),
                      "-k", "4"]) == 0
@@ -195,6 +196,11 @@ def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
                 d1["in_intent"]) == (False, 1, [], [], False)
         assert d1["missing"][0].startswith("route 10.0.0.")
         assert doc["switches"]["s2"]["difference"]["in_intent"] is True
+    # no controller connected: the reader itself is primary, which is no controller's id
+    assert main(["status", "--topology", str(topo), "--json", "--switch", "s1"]) == 0
+    s1 = json.loads(capsys.readouterr().out)["switches"]["s1"]
+    assert (s1["reachable"], s1["pipeline"], s1["primary_election_id"]) == \
+        (True, PIPE.cookie, None)
 
 
 def test_cli_runs_until_sigterm_and_exits_0(server: FakeP4RuntimeServer, tmp_path: Path) -> None:

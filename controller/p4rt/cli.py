@@ -334,7 +334,8 @@ def probe(addresses: dict[str, SwitchAddress], pipeline: Pipeline,
             with SwitchClient(addresses[name], pipeline.schema, writer=False) as c:
                 rec["reachable"] = True
                 arb = c.arbitration
-                if arb is not None and arb.primary_election_id is not None:
+                # our reader primary means no controller is connected: report none
+                if arb is not None and not arb.primary and arb.primary_election_id is not None:
                     rec["primary_election_id"] = election_int(arb.primary_election_id)
                 rec["pipeline"] = c.pipeline_cookie()
                 rec["entries"] = c.count_entries()
