@@ -20,7 +20,8 @@ innet: in-network computing on P4 switches.
   soar      where to aggregate: the optimal k switches (SOAR) and the simple strategies
   cassini   when each ML job communicates: link compatibility, time shifts, placement
   deploy    install a plan on P4Runtime switches (only the difference)
-  status    what each switch holds and counts
+  status    what each switch holds and counts (--json: reachable, program, entries, primary)
+  controller run: keep every switch in its intended state (restarts, drift, mastership)
   run       Mininet experiments on BMv2 (aggregation, CASSINI ECN)
   pcap      summarise a packet capture
   topo      generate and check topology files

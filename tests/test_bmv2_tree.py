@@ -10,6 +10,7 @@ and moving from one plan to another rewrites only the entries that differ.
 from __future__ import annotations
 
 import os
+import re
 import select
 import socket
 from collections.abc import Iterator
@@ -30,9 +31,10 @@ from controller.p4rt.bmv2 import (
 from controller.p4rt.client import SwitchAddress, SwitchClient
 from controller.p4rt.deploy import DeployResult, deploy
 from controller.p4rt.schema import load_pipeline
+from controller.p4rt.thrift import run_cli
 from controller.topology import Topology, topology_from_dict
 
-_missing = missing_tools("simple_switch_grpc", "ip", "sysctl")
+_missing = missing_tools("simple_switch_grpc", "simple_switch_CLI", "ip", "sysctl")
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="BMv2 tests make namespaces and veths: root"),
     pytest.mark.skipif(bool(_missing), reason=f"not on PATH: {', '.join(_missing)} (BMv2)"),
@@ -132,5 +134,31 @@ def test_a_new_plan_rewrites_only_what_differs_and_still_sums(tree: Tree) -> Non
     back = tree.deploy(["s1"])
     assert back.writes == 3  # s1 insert, s2 and s3 delete
     got = tree.round(3, VECS)
+    assert [(p.bitmap, p.count) for p in got] == [(0b1111, 4)]
+    assert got[0].values == ap.wrap_sum(VECS.values())
+
+
+def _bitmap_cell(tree: Tree, switch: str, slot: int) -> int:
+    out = run_cli(tree.addresses[switch], [f"register_read {BITMAP} {slot}"])
+    return int(re.findall(r"=\s*(\d+)", out)[-1])
+
+
+BITMAP = "InnetIngress.aggregation.agg_bitmap"
+
+
+def test_a_changed_plan_zeroes_the_slots_of_the_old_entry(tree: Tree) -> None:
+    tree.deploy(["s1", "s2", "s3"])
+    # half a round on s2: h1 sent, h2 never does; s2 holds h1's bit in the round's slot
+    with in_netns(tree.netns["h1"]):
+        ap.send_contribution(HOSTS["h0"][0], 4, 9, WORKERS.index("h1"), VECS["h1"])
+    slot = 9 % 4  # job 4 is the only job: slot_base 0
+    assert select.select([tree.rx], [], [], 0.4)[0] == []
+    assert _bitmap_cell(tree, "s2", slot) == 0b0001
+    moved = tree.deploy(["s1", "s3"])  # s2 turns red: its entry and its slots go
+    assert moved.switches["s2"].cleaned_slots == (0, 1, 2, 3)
+    assert moved.switches["s1"].cleaned_slots == moved.switches["s3"].cleaned_slots == ()
+    assert _bitmap_cell(tree, "s2", slot) == 0
+    tree.deploy(["s1", "s2", "s3"])
+    got = tree.round(10, VECS)  # the slots start clean: the next round sums exactly
     assert [(p.bitmap, p.count) for p in got] == [(0b1111, 4)]
     assert got[0].values == ap.wrap_sum(VECS.values())

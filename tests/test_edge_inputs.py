@@ -577,12 +577,12 @@ def test_deploy_and_status_json_against_a_p4runtime_server(tmp_path: Path) -> No
         assert not deployed["dry_run"] and deployed["switches"]["s4"]["load_program"]
         _, out, _ = check(["status", "--topology", path, "--switch", "s4", "--json"],
                           json_out=True, ok_codes=(0,))
-        (s4,) = json.loads(out)["switches"]
-        assert s4["switch"] == "s4" and s4["runs_ours"] and s4["error"] is None
-        assert len(s4["entries"]) == len(deployed["switches"]["s4"]["insert"]) + len(
-            deployed["switches"]["s4"]["modify"])
-        assert set(s4["aggregation_packets"]) == {"held", "emitted", "duplicate", "busy",
-                                                  "foreign"}
+        switches = json.loads(out)["switches"]
+        assert list(switches) == ["s4"]
+        s4 = switches["s4"]
+        assert s4["reachable"] and s4["pipeline"] is not None
+        # the deploy inserted these; the program's default actions it modified are no entries
+        assert s4["entries"] == len(deployed["switches"]["s4"]["insert"])
 
 
 def test_demo_json_keeps_progress_off_stdout(tmp_path: Path,

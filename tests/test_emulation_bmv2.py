@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,4 +61,33 @@ def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> 
     saved = json.loads((tmp_path / "results.json").read_text())
     assert [r["label"] for r in saved["runs"]] == ["base", "base+shifts", "cassini"]
     assert (tmp_path / "cassini.png").exists() and (tmp_path / "summary.md").exists()
+    assert _own_leftovers(load_topology(topo_file)) == []
+
+
+def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> None:
+    """The experiment runs on the long-running controller: s4 (blue under SOAR, k = 4) is
+    killed and started again without a program between two plans; the controller loads it
+    again and the next plan's sums and costs are exact."""
+    from controller.emulation.aggregation import run_aggregation
+
+    restarted: list[str] = []
+
+    def restart_s4(run: Any, strategy: str) -> None:
+        if strategy != "top":
+            return
+        sw = run.switch("s4")
+        sw.proc.kill()
+        sw.proc.wait(5)
+        sw.start([])  # simple_switch_grpc --no-p4 again, on the same interfaces and ports
+        restarted.append(strategy)
+
+    topo_file = str(ROOT / "topologies" / "bt15.json")
+    results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top"), k=4, rounds=2,
+                              progress=False, before_plan=restart_s4)
+    assert restarted == ["top"]
+    for r in results:
+        assert r.sums_exact, r
+        assert r.measured_cost == pytest.approx(r.predicted_cost), r
+    text = (tmp_path / "logs" / "controller.log").read_text()
+    assert "s4: stream lost" in text and "s4: program loaded again" in text
     assert _own_leftovers(load_topology(topo_file)) == []

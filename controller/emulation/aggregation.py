@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from controller.p4rt.intent import (
 from controller.routing import next_hops
 from controller.topology import Topology, load_topology
 
+SYNC_TIMEOUT = 60.0  # seconds for every switch to hold a new plan
 DEFAULT_STRATEGIES = ("soar", "top", "max", "level", "random", "all-red", "all-blue")
 
 
@@ -80,19 +82,26 @@ def measured_cost(jp: JobPlan, packets: dict[str, int], rounds: int) -> float:
     return float(sum(packets[tree.ids[v]] / rounds * w[v] for v in range(1, tree.n)))
 
 
-def _counter_out(clients: dict[str, Any]) -> dict[str, dict[int, int]]:
-    return {s: {port: pkts for port, (pkts, _) in c.read_counters("port_out").items()}
-            for s, c in clients.items()}
+def _counter_out(session: Callable[[str], Any], switches: Iterable[str]
+                 ) -> dict[str, dict[int, int]]:
+    """Egress packets per port of every switch, read through `session(switch)` (the
+    controller's current session: it changes when a switch reconnects)."""
+    return {s: {port: pkts for port, (pkts, _) in session(s).read_counters("port_out").items()}
+            for s in switches}
 
 
 def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...] =
                     DEFAULT_STRATEGIES, k: int = 4, rounds: int = 5,
                     workload_path: str | None = None, seed: int = 0, pcap: bool = False,
-                    progress: bool = True) -> list[StrategyRun]:
+                    progress: bool = True,
+                    before_plan: Callable[[Any, str], None] | None = None
+                    ) -> list[StrategyRun]:
+    """Run every strategy's plan in one network. `before_plan(network, strategy)` runs before
+    each plan goes out (the tests restart a switch there)."""
     from tqdm import tqdm
 
-    from controller.p4rt.client import SwitchClient, switch_addresses
-    from controller.p4rt.deploy import deploy
+    from controller.p4rt.client import switch_addresses
+    from controller.p4rt.controller import Controller, SwitchTarget, events_to
     from controller.p4rt.schema import load_pipeline
 
     topo = load_topology(topology_path)
@@ -116,22 +125,33 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     results: list[StrategyRun] = []
     # switches start empty (--no-p4): the first deploy installs the pipeline, as it would on
     # switches the controller did not start
-    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as run:
+    # the long-running controller keeps every switch on the current plan (a switch that
+    # restarts mid-run is restored); each plan change waits until every switch holds it
+    def targets(jp: JobPlan) -> dict[str, SwitchTarget]:
+        return {s: SwitchTarget(es) for s, es in network_intent(topo, [jp]).entries().items()
+                if s in addresses}
+
+    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as run, \
+            events_to(out / "logs" / "controller.log"):
         addresses = {s: a for s, a in switch_addresses(topo).items() if not
                      topo.switches[s].remote}
-        clients = {s: SwitchClient(a, pipeline.schema) for s, a in addresses.items()}
-        try:
+        first = next(iter(plans.values()))
+        with Controller(addresses, pipeline, targets(first)) as ctl:
             bar = tqdm(list(plans.items()), desc="strategies", unit="plan",
                        disable=not progress)
             for first_round, (name, jp) in zip(range(0, 10_000, rounds), bar, strict=False):
                 bar.set_postfix_str(name)
-                intent = network_intent(topo, [jp])
-                result = deploy(addresses, intent.entries(), pipeline, clients=clients)
-                before = _counter_out(clients)
+                if before_plan is not None:
+                    before_plan(run, name)
+                if jp is not first:
+                    ctl.set_targets(targets(jp))
+                applied = ctl.wait_synced(SYNC_TIMEOUT)
+                writes = sum(d.diff.writes for d in applied.values())
+                before = _counter_out(ctl.session, addresses)
                 sums = _run_rounds(run, workload, dest_ip, values, first_round, rounds, out,
                                    name)
                 time.sleep(0.2)
-                after = _counter_out(clients)
+                after = _counter_out(ctl.session, addresses)
                 ports = uplink_ports(topo, jp)
                 link_packets = {s: after[s].get(p, 0) - before[s].get(p, 0)
                                 for s, p in ports.items()}
@@ -140,11 +160,8 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                                  and r["count"] == len(workload.workers) for r in sums))
                 results.append(StrategyRun(
                     name, k, jp.blue, rounds, jp.plan.cost,
-                    measured_cost(jp, link_packets, rounds), exact, result.writes,
+                    measured_cost(jp, link_packets, rounds), exact, writes,
                     link_packets, dict(jp.msgs)))
-        finally:
-            for c in clients.values():
-                c.close()
     _write_results(out, results, topo, workload)
     return results
 

@@ -92,11 +92,11 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
     from controller.cassini import load_jobs
     from controller.cassini.scheduler import schedule
     from controller.emulation.net import running_network
-    from controller.p4rt.client import SwitchClient, switch_addresses
-    from controller.p4rt.deploy import deploy
+    from controller.p4rt.client import switch_addresses
+    from controller.p4rt.controller import Controller, SwitchTarget, events_to
     from controller.p4rt.intent import network_intent
     from controller.p4rt.schema import load_pipeline
-    from controller.p4rt.thrift import QueueSetting, run_cli
+    from controller.p4rt.thrift import QueueSetting
 
     if iterations < 1:
         raise InputError(f"--iterations must be >= 1, got {iterations}")
@@ -121,26 +121,25 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
                                               default=str))
     pipeline = load_pipeline()
     runs: list[RunResult] = []
-    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as net:
+    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as net, \
+            events_to(out / "logs" / "controller.log"):
         addresses = {s: a for s, a in switch_addresses(topo).items()
                      if not topo.switches[s].remote}
         intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
-        clients = {s: SwitchClient(a, pipeline.schema) for s, a in addresses.items()}
-        try:
-            deploy(addresses, intent.entries(), pipeline, clients=clients)
-            setting = QueueSetting(rate_pps=capacity_pps, depth=queue_depth)
-            for a in addresses.values():
-                run_cli(a, setting.commands())
+        setting = QueueSetting(rate_pps=capacity_pps, depth=queue_depth)
+        targets = {s: SwitchTarget(es, (setting,)) for s, es in intent.entries().items()
+                   if s in addresses}
+        # the long-running controller keeps routes, ECN threshold and queue settings on every
+        # switch for the whole run, restoring one that restarts
+        with Controller(addresses, pipeline, targets) as ctl:
+            ctl.wait_synced(60.0)
             for plan, order, flows in arms:
                 if progress:
                     print(f"  {plan.mode}: {len(flows)} flows, {iterations} iterations ...",
                           file=sys.stderr, flush=True)
                 shifts = {j: float(plan.shifts_ms.get(j, 0.0)) for j in order}
                 runs.append(_one_run(net, topo, plan, flows, shifts, scale, iterations, out,
-                                     plan.mode, clients))
-        finally:
-            for c in clients.values():
-                c.close()
+                                     plan.mode, ctl))
     result = {"plans": {p.mode: {"placement": {j: list(h) for j, h in p.placement.items()},
                                  "shifts_ms": dict(p.shifts_ms), "score": p.score,
                                  "candidate": p.candidate,
@@ -153,13 +152,15 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
     return result
 
 
-def _marks(clients: dict[str, Any]) -> int:
-    return sum(p for c in clients.values() for p, _ in c.read_counters("ecn_marked").values())
+def _marks(ctl: Any) -> int:
+    """CE marks counted by every switch, through the controller's current sessions."""
+    return sum(p for s in ctl.views() for p, _ in
+               ctl.session(s).read_counters("ecn_marked").values())
 
 
 def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dict[str, float],
              scale: float, iterations: int, out: Path, label: str,
-             clients: dict[str, Any]) -> RunResult:
+             ctl: Any) -> RunResult:
     from controller.cassini.fluid import realign_grid
     from controller.cassini.scheduler import DEFAULT_CHECK
 
@@ -169,7 +170,7 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
     longest = max(plan.job(f.job).iteration_ms for f in flows)
     nominal = 3.0 + (iterations + 2) * longest / 1000 + max(shifts.values()) / 1000 + 2.0
     duration = 4 * nominal + 10.0  # at most; receivers stop 3 s after the last packet
-    marks_before = _marks(clients)
+    marks_before = _marks(ctl)
     receivers = {}
     for dst in sorted({f.dst for f in flows}):
         rx_out = out / "logs" / f"rx-{tag}-{dst}.json"
@@ -206,7 +207,7 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
             raise RuntimeError(f"the receiver on {dst} failed: "
                                f"{err.decode(errors='replace')[-500:]}")
     time.sleep(0.3)
-    marks = _marks(clients) - marks_before
+    marks = _marks(ctl) - marks_before
     ids = {f.job_id: f.job for f in flows}
     ce: dict[str, int] = dict.fromkeys(ids.values(), 0)
     got: dict[str, int] = dict.fromkeys(ids.values(), 0)

@@ -16,10 +16,8 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +25,12 @@ from types import FrameType
 from typing import Any
 
 from controller.errors import InputError
+from controller.p4rt.local import (  # the convention lives with the P4Runtime layer
+    SwitchPorts,
+    local_switch_ports,
+    log_tail,
+    wait_for_port,
+)
 from controller.topology import Topology
 
 log = logging.getLogger("innet.emulation")
@@ -34,19 +38,6 @@ log = logging.getLogger("innet.emulation")
 
 class EmulationError(RuntimeError):
     """The emulated network could not be brought up (the message says which part and why)."""
-
-
-@dataclass(frozen=True)
-class SwitchPorts:
-    """Where the controller reaches a local BMv2 switch."""
-
-    grpc_port: int
-    thrift_port: int
-    device_id: int = 0
-
-    @property
-    def grpc_address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
 
 
 @dataclass
@@ -107,28 +98,6 @@ def require_bmv2() -> str | None:
     return None
 
 
-def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
-    """Poll a local TCP port until it accepts, the process dies, or the time is up."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            return False
-        with socket.socket() as s:
-            s.settimeout(0.2)
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.05)
-    return False
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(text[-lines:]) or "(empty log)"
-
-
 def _bmv2_switch_class() -> type:
     from mininet.node import Switch
 
@@ -181,16 +150,6 @@ def _bmv2_switch_class() -> type:
             Switch.stop(self, deleteIntfs)
 
     return BMv2Switch
-
-
-def local_switch_ports(topology: Topology, grpc_base: int = 50051,
-                       thrift_base: int = 9090) -> dict[str, SwitchPorts]:
-    """Ports for the switches Mininet starts: the i-th local switch (file order) gets
-    gRPC grpc_base + i and thrift thrift_base + i. Remote switches are not started."""
-    out: dict[str, SwitchPorts] = {}
-    for i, sw in enumerate(s for s in topology.switches.values() if not s.remote):
-        out[sw.name] = SwitchPorts(grpc_base + i, thrift_base + i, sw.device_id)
-    return out
 
 
 def _build(topology: Topology, switch_kind: str, run_dir: Path, json_path: str | None,

@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from controller.aggpacket import AGG_UDP_PORT
-from controller.argtypes import SEED, K, int_in
+from controller.argtypes import SEED, K, float_in, int_in
 from controller.errors import InputError
 from controller.jsonout import print_json
-from controller.p4rt.client import switch_addresses
-from controller.p4rt.deploy import DeployResult, SwitchStatus, deploy, status
+from controller.p4rt.client import (
+    SwitchAddress,
+    SwitchClient,
+    SwitchError,
+    election_int,
+    switch_addresses,
+)
+from controller.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, status
+from controller.p4rt.encode import normalise
 from controller.p4rt.intent import (
     DEFAULT_ECN_THRESHOLD,
+    DEFAULT_TABLES,
+    MANAGED_TABLES,
+    Entry,
     NetworkIntent,
     describe,
     load_workload,
@@ -22,7 +34,7 @@ from controller.p4rt.intent import (
     plan_job,
 )
 from controller.p4rt.schema import Pipeline, load_pipeline
-from controller.p4rt.thrift import QueueSetting, set_queues
+from controller.p4rt.thrift import QueueSetting
 from controller.soar.baselines import STRATEGIES
 from controller.soar.model import natural_key, phi
 from controller.table import format_table
@@ -42,6 +54,29 @@ def _program_args(p: Any) -> None:
     p.add_argument("--bmv2-json", help="BMv2 JSON (default: the committed p4src/innet.json)")
 
 
+def _intent_args(p: Any, *, workload_required: bool) -> None:
+    """The options that make an intent, shared by deploy, controller run and status."""
+    p.add_argument("--workload", required=workload_required, action="append", metavar="FILE",
+                   help="a job's workers and destination; repeat for several jobs"
+                        + ("" if workload_required else " (default: none, routes only)"))
+    p.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
+                   help="which switches aggregate (default soar: optimal for k)")
+    p.add_argument("-k", type=K, default=None,
+                   help="at most this many aggregating switches per job (default: no limit)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
+    ecn = p.add_mutually_exclusive_group()
+    ecn.add_argument("--ecn-threshold", type=_threshold, default=DEFAULT_ECN_THRESHOLD,
+                     metavar="PKTS", help="mark ECT packets CE from this egress queue depth "
+                                          f"(default {DEFAULT_ECN_THRESHOLD})")
+    ecn.add_argument("--no-ecn", action="store_true", help="never mark")
+    p.add_argument("--queue-rate", type=_queue_rate, metavar="PPS",
+                   help="BMv2 egress queue rate of every port (thrift), packets/s "
+                        "(default: leave as is)")
+    p.add_argument("--queue-depth", type=_queue_depth, metavar="PKTS",
+                   help="BMv2 egress queue depth of every port (thrift), packets "
+                        "(default: leave as is)")
+
+
 def register(sub: Any) -> None:
     dep = sub.add_parser(
         "deploy",
@@ -59,25 +94,7 @@ def register(sub: Any) -> None:
             f"contributor bitmap of UDP port {AGG_UDP_PORT} packets."),
     )
     dep.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
-    dep.add_argument("--workload", required=True, action="append", metavar="FILE",
-                     help="a job's workers and destination; repeat for several jobs")
-    dep.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
-                     help="which switches aggregate (default soar: optimal for k)")
-    dep.add_argument("-k", type=K, default=None,
-                     help="at most this many aggregating switches per job "
-                          "(default: no limit)")
-    dep.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
-    ecn = dep.add_mutually_exclusive_group()
-    ecn.add_argument("--ecn-threshold", type=_threshold, default=DEFAULT_ECN_THRESHOLD,
-                     metavar="PKTS", help="mark ECT packets CE from this egress queue depth "
-                                          f"(default {DEFAULT_ECN_THRESHOLD})")
-    ecn.add_argument("--no-ecn", action="store_true", help="never mark")
-    dep.add_argument("--queue-rate", type=_queue_rate, metavar="PPS",
-                     help="BMv2 egress queue rate of every port (thrift), packets/s "
-                          "(default: leave as is)")
-    dep.add_argument("--queue-depth", type=_queue_depth, metavar="PKTS",
-                     help="BMv2 egress queue depth of every port (thrift), packets "
-                          "(default: leave as is)")
+    _intent_args(dep, workload_required=True)
     dep.add_argument("--dry-run", action="store_true",
                      help="read the switches and print the difference; write nothing")
     dep.add_argument("--from-empty", action="store_true",
@@ -87,8 +104,8 @@ def register(sub: Any) -> None:
     dep.add_argument("--json", action="store_true",
                      help='print {"jobs": [{"job", "strategy", "k", "blue", "cost", '
                           '"all_red_cost", "ratio"}], "switches": {name: {"address", '
-                          '"load_program", "insert", "modify", "delete"}}, "program_loads", '
-                          '"writes", "seconds", "dry_run", "queues"}')
+                          '"load_program", "insert", "modify", "delete"}}, "failed": {name: '
+                          'reason}, "program_loads", "writes", "seconds", "dry_run", "queues"}')
     dep.set_defaults(func=cmd_deploy)
 
     st = sub.add_parser(
@@ -101,12 +118,63 @@ def register(sub: Any) -> None:
     st.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     st.add_argument("--switch", action="append", metavar="NAME",
                     help="only this switch (repeatable; default: every switch)")
-    _program_args(st)
     st.add_argument("--json", action="store_true",
-                    help='print {"switches": [{"switch", "address", "error", "runs_ours", '
-                         '"entries", "ports": [{"port", "in_pkts", "in_bytes", "out_pkts", '
-                         '"out_bytes", "ce_marked"}], "aggregation_packets"}]}')
+                    help='one JSON object {"switches": {NAME: {"reachable", "pipeline" (cookie '
+                         'or null), "entries" (table entries held), "primary_election_id" (or '
+                         'null)}}}; with --workload also each switch\'s "difference" from that '
+                         "intent")
+    _intent_args(st, workload_required=False)
+    _program_args(st)
     st.set_defaults(func=cmd_status)
+
+    ctl = sub.add_parser(
+        "controller", help="the long-running controller: keep every switch in its intended "
+                           "state",
+        description="A controller that stays: it keeps every switch of the topology equal to "
+                    "the intent through restarts, drift and changes of mastership.")
+    csub = ctl.add_subparsers(dest="controller_command", metavar="ACTION", required=True)
+    run = csub.add_parser(
+        "run",
+        help="connect to every switch, become primary, reconcile until SIGTERM or Ctrl-C",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Connect to every switch of --topology (local BMv2 by the port convention of\n"
+            "`innet deploy`, remote ones by their grpc address), become primary and keep each\n"
+            "switch equal to the intent (the same options as `innet deploy`): the program (by\n"
+            "its cookie), table entries, default actions (ECN threshold) and BMv2 queue\n"
+            "settings. One thread per switch: a switch that is down never holds up the others.\n"
+            "A switch whose stream breaks (it died, restarted) is reconnected with backoff and,\n"
+            "when it comes back blank, gets everything again; every --interval seconds each\n"
+            "switch is read and any drift repaired. A controller with a higher election id\n"
+            "takes a switch over: this one stops writing there and says so, and resumes when\n"
+            "that controller leaves. --backup starts as such a standby everywhere.\n\n"
+            "Logs one line per event on stderr, tagged with the switch name. SIGTERM or Ctrl-C\n"
+            "closes every session and exits with status 0. Design: docs/controller.md."),
+    )
+    run.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
+    _intent_args(run, workload_required=False)
+    run.add_argument("--interval", type=float_in(0.05, 86400), default=2.0, metavar="SECONDS",
+                     help="reconcile every switch this often (default 2)")
+    role = run.add_mutually_exclusive_group()
+    role.add_argument("--backup", action="store_true",
+                      help="stand by (election id 0:2^40, below every writer) and take over a "
+                           "switch when its primary's stream ends")
+    role.add_argument("--election-id", type=_election_id, metavar="HIGH[:LOW]",
+                      help="this controller's election id (default 1:0); the highest among "
+                           "connected controllers is primary")
+    _program_args(run)
+    run.set_defaults(func=cmd_controller_run)
+
+
+def _election_id(text: str) -> tuple[int, int]:
+    high, _, low = text.partition(":")
+    try:
+        eid = (int(high), int(low or 0))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HIGH[:LOW] integers, got {text!r}") from None
+    if not all(0 <= x < 1 << 64 for x in eid) or eid == (0, 0):
+        raise argparse.ArgumentTypeError(f"each word in 0..2^64-1 and not 0:0, got {text!r}")
+    return eid
 
 
 def _pipeline(args: argparse.Namespace) -> Pipeline:
@@ -114,7 +182,7 @@ def _pipeline(args: argparse.Namespace) -> Pipeline:
 
 
 def build_intent(args: argparse.Namespace, topo: Topology) -> NetworkIntent:
-    workloads = [load_workload(p, topo) for p in args.workload]
+    workloads = [load_workload(p, topo) for p in args.workload or ()]
     jobs = [plan_job(topo, w, args.strategy, args.k, seed=args.seed) for w in workloads]
     threshold = None if args.no_ecn else args.ecn_threshold
     return network_intent(topo, jobs, threshold)
@@ -141,25 +209,16 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     entries = intent.entries()
     addresses = switch_addresses(topo)
     if args.from_empty:
-        from controller.p4rt.deploy import SwitchDeploy, diff
-        from controller.p4rt.encode import normalise
+        from controller.p4rt.deploy import SwitchDeploy
 
         t = {s: SwitchDeploy(s, addresses[s].grpc, True,
                              diff([], [normalise(pipeline.schema, e) for e in es]), 0.0)
              for s, es in entries.items()}
         result = DeployResult(t, 0.0, True)
     else:
-        result = deploy(addresses, entries, pipeline, dry_run=args.dry_run)
-    if not args.json:
-        print_deploy(result)
-    queues: list[str] = []
-    if not args.dry_run and (args.queue_rate is not None or args.queue_depth is not None):
-        setting = QueueSetting(args.queue_rate, args.queue_depth)
-        for name in entries:
-            set_queues(addresses[name], [setting])
-        queues = setting.commands()
-        if not args.json:
-            print(f"queues: {' and '.join(queues)} on {len(entries)} switches")
+        result = deploy(addresses, entries, pipeline, dry_run=args.dry_run,
+                        queues=queue_settings(args))
+    queues = queue_settings(args)
     if args.json:
         print_json({"jobs": jobs, "switches": {
             name: {"address": sd.address, "load_program": sd.pipeline,
@@ -168,13 +227,36 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                               for old, new in sd.diff.modify],
                    "delete": [describe(e) for e in sd.diff.delete]}
             for name, sd in result.switches.items()},
+            "failed": dict(result.failed),
             "program_loads": result.pipelines, "writes": result.writes,
-            "seconds": result.seconds, "dry_run": result.dry_run, "queues": queues})
+            "seconds": result.seconds, "dry_run": result.dry_run,
+            "queues": queues[0].commands() if queues and not args.dry_run else []})
+    else:
+        print_deploy(result, list(entries))
+        if queues and not args.dry_run and result.switches:
+            print(f"queues: {' and '.join(queues[0].commands())} on "
+                  f"{len(result.switches)} switches")
+    if result.failed:
+        print(f"innet: {len(result.failed)} of {len(entries)} switches failed: "
+              f"{', '.join(result.failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
-def print_deploy(result: DeployResult) -> None:
-    for name, sd in result.switches.items():
+def queue_settings(args: argparse.Namespace) -> tuple[QueueSetting, ...]:
+    if args.queue_rate is None and args.queue_depth is None:
+        return ()
+    setting = QueueSetting(args.queue_rate or None, args.queue_depth or None)
+    setting.commands()  # a bad value is an input error now, not on every switch later
+    return (setting,)
+
+
+def print_deploy(result: DeployResult, order: Sequence[str] | None = None) -> None:
+    for name in order or [*result.switches, *result.failed]:
+        if name in result.failed:
+            print(f"{name}: failed: {result.failed[name]}")
+            continue
+        sd = result.switches[name]
         d = sd.diff
         head = f"{name} ({sd.address})"
         if not sd.changed:
@@ -190,10 +272,16 @@ def print_deploy(result: DeployResult) -> None:
             print(f"  ~ {was}  =>  {describe(new)}")
         for e in d.insert:
             print(f"  + {describe(e)}")
+        if sd.cleaned_slots:
+            print(f"  registers: slots {', '.join(map(str, sd.cleaned_slots))} back to zero")
+        if sd.note:
+            print(f"  note: {sd.note}")
     verb = "would write" if result.dry_run else "wrote"
-    print(f"{len(result.switches)} switches, {result.pipelines} program loads, {verb} "
-          f"{result.writes} entries in {result.seconds:.2f} s"
-          + (" (dry run)" if result.dry_run else ""))
+    changed = sum(s.changed for s in result.switches.values())
+    print(f"{len(result.switches) + len(result.failed)} switches ({changed} changed, "
+          f"{len(result.switches) - changed} unchanged, {len(result.failed)} failed), "
+          f"{result.pipelines} program loads, {verb} {result.writes} entries in "
+          f"{result.seconds:.2f} s" + (" (dry run)" if result.dry_run else ""))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -205,13 +293,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             raise InputError(f"--switch: no switch {unknown[0]!r} in the topology",
                              source=args.topology)
         addresses = {s: addresses[s] for s in args.switch}
-    result = status(addresses, _pipeline(args))
     if args.json:
-        print_json({"switches": [status_dict(result[name])
-                                 for name in sorted(result, key=natural_key)]})
-    else:
-        for name in sorted(result, key=natural_key):
-            print_status(result[name])
+        return status_json(args, topo, addresses)
+    result = status(addresses, _pipeline(args))
+    for name in sorted(result, key=natural_key):
+        print_status(result[name])
     failed = [s for s in result.values() if s.error]
     if failed:
         print(f"innet: {len(failed)} of {len(result)} switches could not be read",
@@ -241,18 +327,6 @@ def print_status(st: SwitchStatus) -> None:
     print()
 
 
-def status_dict(st: SwitchStatus) -> dict[str, Any]:
-    """What `print_status` shows, as JSON: the same names as its columns."""
-    events = st.counters.get("agg_events", {})
-    return {"switch": st.switch, "address": st.address, "error": st.error,
-            "runs_ours": st.runs_ours, "entries": [describe(e) for e in st.entries],
-            "ports": [dict(zip(("port", "in_pkts", "in_bytes", "out_pkts", "out_bytes",
-                                "ce_marked"), row, strict=True))
-                      for row in port_rows(st.counters)],
-            "aggregation_packets": {n: events.get(i, (0, 0))[0]
-                                    for i, n in enumerate(AGG_EVENT_NAMES)}}
-
-
 def port_rows(counters: dict[str, dict[int, tuple[int, int]]]) -> list[Sequence[Any]]:
     """One row per port that counted anything."""
     pin, pout, ce = (counters.get(n, {}) for n in ("port_in", "port_out", "ecn_marked"))
@@ -260,3 +334,105 @@ def port_rows(counters: dict[str, dict[int, tuple[int, int]]]) -> list[Sequence[
                    if pin.get(p, (0, 0))[0] or pout.get(p, (0, 0))[0] or ce.get(p, (0, 0))[0])
     return [[p, pin.get(p, (0, 0))[0], pin.get(p, (0, 0))[1], pout.get(p, (0, 0))[0],
              pout.get(p, (0, 0))[1], ce.get(p, (0, 0))[0]] for p in ports]
+
+
+def status_json(args: argparse.Namespace, topo: Topology,
+                addresses: dict[str, SwitchAddress]) -> int:
+    """`status --json`: one document; unreachable switches are in it, and the exit status is
+    0 (the document says what was found)."""
+    pipeline = _pipeline(args)
+    want = None
+    if args.workload:
+        entries = build_intent(args, topo).entries()
+        want = {s: [normalise(pipeline.schema, e) for e in es] for s, es in entries.items()}
+    out = probe(addresses, pipeline, want)
+    print_json({"switches": {n: out[n] for n in addresses}}, indent=1)
+    return 0
+
+
+def probe(addresses: dict[str, SwitchAddress], pipeline: Pipeline,
+          want: dict[str, list[Entry]] | None) -> dict[str, dict[str, Any]]:
+    """Per switch: reachable, pipeline cookie, entry count, primary's election id, and (with
+    `want`) what differs from it. Read-only: a reader's election id never takes over."""
+    def one(name: str) -> dict[str, Any]:
+        rec: dict[str, Any] = {"reachable": False, "pipeline": None, "entries": 0,
+                               "primary_election_id": None}
+        try:
+            with SwitchClient(addresses[name], pipeline.schema, writer=False) as c:
+                rec["reachable"] = True
+                arb = c.arbitration
+                # our reader primary means no controller is connected: report none
+                if arb is not None and not arb.primary and arb.primary_election_id is not None:
+                    rec["primary_election_id"] = election_int(arb.primary_election_id)
+                rec["pipeline"] = c.pipeline_cookie()
+                rec["entries"] = c.count_entries()
+                if want is not None and name in want:
+                    rec["difference"] = difference(c, pipeline, want[name])
+        except SwitchError as exc:
+            rec["error"] = str(exc)
+        return rec
+
+    with ThreadPoolExecutor(max_workers=min(32, max(1, len(addresses)))) as pool:
+        futures = {n: pool.submit(one, n) for n in addresses}
+    return {n: f.result() for n, f in futures.items()}
+
+
+def difference(client: SwitchClient, pipeline: Pipeline, want: list[Entry]) -> dict[str, Any]:
+    """What a deploy would do to this switch, as lists of readable entries."""
+    ours = client.pipeline_cookie() == pipeline.cookie
+    have = client.read_entries(MANAGED_TABLES, DEFAULT_TABLES) if ours else []
+    d = diff(have, want)
+    return {"load_program": not ours,
+            "missing": [describe(e) for e in d.insert],
+            "wrong": [describe(new) for _, new in d.modify],
+            "extra": [describe(e) for e in d.delete],
+            "in_intent": ours and d.writes == 0}
+
+
+def cmd_controller_run(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    from controller.p4rt.controller import Controller, SwitchTarget, event
+
+    topo = load_topology(args.topology)
+    intent = build_intent(args, topo)
+    pipeline = _pipeline(args)
+    queues = queue_settings(args)
+    addresses = switch_addresses(topo)
+    targets = {s: SwitchTarget(es, queues) for s, es in intent.entries().items()}
+    for es in intent.entries().values():  # an intent the program cannot hold: exit 2 now
+        for e in es:
+            normalise(pipeline.schema, e)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(message)s", "%H:%M:%S"))
+    logger = logging.getLogger("innet.controller")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # p4runtime-shell's root-logger calls may configure the root
+    stop = threading.Event()
+    why: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        why.append(signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    ctl = Controller(addresses, pipeline, targets, interval=args.interval,
+                     election_id=args.election_id, backup=args.backup)
+    role = "standby" if args.backup else "primary"
+    event("controller", f"{len(targets)} switches, {len(intent.jobs)} jobs, interval "
+                        f"{args.interval:g} s, starting as {role}")
+    try:
+        ctl.start()
+        while not stop.wait(0.5):
+            pass
+    finally:
+        ctl.stop()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        logger.removeHandler(handler)
+    print(f"{time.strftime('%H:%M:%S')} controller: stopped on {why[0] if why else 'exit'}; "
+          "every session closed", file=sys.stderr)
+    return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,15 +59,39 @@ def reader_election_id() -> tuple[int, int]:
 
 
 class SwitchError(InputError):
-    """A switch refused or could not be reached; the message names it (and the entry)."""
+    """A switch refused or could not be reached; the message names it (and the entry).
+
+    `code` is the gRPC status name when the switch answered with one (PERMISSION_DENIED tells
+    a controller it lost the primary role, UNAVAILABLE that the switch is gone)."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class WriteError(SwitchError):
     """A Write the switch refused in part: `errors` holds (update index, code, message)."""
 
     def __init__(self, message: str, errors: list[tuple[int, str, str]]) -> None:
-        super().__init__(message)
+        super().__init__(message, code="UNKNOWN")
         self.errors = errors
+
+
+def election_int(eid: tuple[int, int]) -> int:
+    """P4Runtime's election id is one 128-bit number sent as (high, low) words."""
+    return (eid[0] << 64) | eid[1]
+
+
+def format_election(eid: tuple[int, int]) -> str:
+    return f"{eid[0]}:{eid[1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Arbitration:
+    """What an arbitration message from the switch says: are we primary, and who is."""
+
+    primary: bool
+    primary_election_id: tuple[int, int] | None  # None: the switch has no primary
 
 
 def batch_errors(exc: grpc.RpcError) -> list[tuple[int, str, str]]:
@@ -109,6 +134,7 @@ class _Client(P4RuntimeClient):  # type: ignore[misc]  # untyped library class
     def __init__(self, address: SwitchAddress, election_id: tuple[int, int]) -> None:
         self._address = address
         self.is_primary = False
+        self.arbitration: Arbitration | None = None
         self.stream_out_q: Any = None
         self.stream_in_q: Any = None
         self.stream_recv_thread: Any = None
@@ -132,8 +158,11 @@ class _Client(P4RuntimeClient):  # type: ignore[misc]  # untyped library class
             else:
                 reason = (f"no arbitration answer within {ARBITRATION_TIMEOUT:g} s (is it a "
                           "P4Runtime server?)")
-            raise SwitchError(f"{self._address}: cannot open a P4Runtime session: {reason}")
-        self.is_primary = rep.arbitration.status.code == code_pb2.OK
+            raise SwitchError(f"{self._address}: cannot open a P4Runtime session: {reason}",
+                              code=self.stream.code().name if self.stream is not None
+                              and self.stream.done() else None)
+        self.arbitration = parse_arbitration(rep)
+        self.is_primary = self.arbitration.primary
 
     def close(self, *, cancel: bool = False) -> None:
         """tear_down() that also works on a half-built client and on a dead stream."""
@@ -152,22 +181,82 @@ class _Client(P4RuntimeClient):  # type: ignore[misc]  # untyped library class
             del self.channel
 
 
+def parse_arbitration(rep: Any) -> Arbitration:
+    """PI (BMv2's server) answers every controller with the primary's election id; status OK
+    goes to the primary itself, NOT_FOUND means nobody is primary."""
+    arb = rep.arbitration
+    code = arb.status.code
+    eid = (int(arb.election_id.high), int(arb.election_id.low))
+    has = arb.HasField("election_id") and code != code_pb2.NOT_FOUND
+    return Arbitration(code == code_pb2.OK, eid if has else None)
+
+
 class SwitchClient:
-    """A session with one switch. Use `with SwitchClient(...) as c:` so it always closes."""
+    """A session with one switch. Use `with SwitchClient(...) as c:` so it always closes.
+
+    A writer that is not primary raises at once, unless `allow_backup`: then the session
+    stays open as a standby (the long-running controller), reads work, and arbitration
+    messages from the switch (`poll_arbitration`) say when the role changes."""
 
     def __init__(self, address: SwitchAddress, schema: Schema, *, writer: bool = True,
-                 election_id: tuple[int, int] | None = None) -> None:
+                 election_id: tuple[int, int] | None = None,
+                 allow_backup: bool = False) -> None:
         self.address = address
         self.schema = schema
         self.name = address.name
         eid = election_id or (WRITER_ELECTION_ID if writer else reader_election_id())
+        self.election_id = eid
         self._client = _Client(address, eid)
         self.writer = writer
-        if writer and not self._client.is_primary:
+        self.primary = self._client.is_primary
+        self.arbitration = self._client.arbitration
+        if writer and not self.primary and not allow_backup:
             self._client.close()
             raise SwitchError(f"{address}: another controller with a higher election id is "
                               "primary; this one could only read")
         log.debug("%s: connected (election id %s)", self.name, eid)
+
+    # -- the stream ------------------------------------------------------------------------
+
+    def stream_alive(self) -> bool:
+        """False once the switch closed the session (it died, restarted, or refused us)."""
+        stream = self._client.stream
+        return stream is not None and not stream.done()
+
+    def stream_end(self) -> str:
+        """Why the stream ended, as the switch or gRPC put it."""
+        stream = self._client.stream
+        if stream is None or not stream.done():
+            return "open"
+        try:
+            return f"{stream.code().name}: {stream.details()}"
+        except Exception:  # a cancelled call may have no details  # pragma: no cover
+            return "closed"
+
+    def poll_arbitration(self, timeout: float = 0.0) -> Arbitration | None:
+        """The next arbitration message the switch sent (role changes), if any."""
+        rep = self._client.get_stream_packet("arbitration", timeout=timeout) if timeout > 0 \
+            else self._nowait()
+        if rep is None:
+            return None
+        arb = parse_arbitration(rep)
+        self.primary = arb.primary
+        self.arbitration = arb
+        return arb
+
+    def _nowait(self) -> Any:
+        try:
+            return self._client.stream_in_q["arbitration"].get_nowait()
+        except queue.Empty:
+            return None
+
+    def rearbitrate(self) -> None:
+        """Send our election id again: how a standby claims a switch whose primary left."""
+        req = p4runtime_pb2.StreamMessageRequest()
+        req.arbitration.device_id = self.address.device_id
+        req.arbitration.election_id.high = self.election_id[0]
+        req.arbitration.election_id.low = self.election_id[1]
+        self._client.stream_out_q.put(req)
 
     def __enter__(self) -> SwitchClient:
         return self
@@ -180,10 +269,10 @@ class SwitchClient:
 
     def _fail(self, what: str, exc: Exception) -> SwitchError:
         if isinstance(exc, P4RuntimeException):
-            err = exc.grpc_error
-            return SwitchError(f"{self.address}: {what}: {err.code().name}: {err.details()}")
+            exc = exc.grpc_error
         if isinstance(exc, grpc.RpcError):
-            return SwitchError(f"{self.address}: {what}: {exc.code().name}: {exc.details()}")
+            return SwitchError(f"{self.address}: {what}: {exc.code().name}: {exc.details()}",
+                               code=exc.code().name)
         return SwitchError(f"{self.address}: {what}: {exc}")
 
     # -- pipeline --------------------------------------------------------------------------
@@ -254,7 +343,8 @@ class SwitchClient:
                                  for i, code, msg in exc.errors)
                 raise WriteError(f"{self.address}: {text}", exc.errors) from None
             except SwitchError as exc:
-                raise SwitchError(f"{exc} (first entry: {describe(chunk[0])})") from None
+                raise SwitchError(f"{exc} (first entry: {describe(chunk[0])})",
+                                  code=exc.code) from None
             log.debug("%s: %s %d entries", self.name, kind, len(chunk))
 
     # -- reads -----------------------------------------------------------------------------
@@ -276,6 +366,17 @@ class SwitchClient:
         return [encode.entry_from_proto(self.schema, e.table_entry)
                 for e in self._read(ents, "table entries")]
 
+    def count_entries(self) -> int:
+        """Table entries of every table, whatever program runs (none loaded: 0)."""
+        ent = p4runtime_pb2.Entity()
+        ent.table_entry.table_id = 0  # wildcard: all tables
+        try:
+            return sum(1 for _ in self._read([ent], "table entries"))
+        except SwitchError as exc:
+            if exc.code == "FAILED_PRECONDITION":  # no pipeline
+                return 0
+            raise
+
     def read_counters(self, name: str, index: int | None = None) -> dict[int, tuple[int, int]]:
         """{index: (packets, bytes)} of an indexed counter: one cell, or all (index None)."""
         ent = encode.read_counter(self.schema, name, index)
@@ -292,11 +393,10 @@ class SwitchClient:
 
 def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
     """Every switch's address, in the topology's order. Remote switches: their grpc,
-    device_id and thrift_port fields. Local (BMv2 on this machine): the convention of the
-    Mininet harness (`controller.emulation.net.local_switch_ports`), which is the i-th local
-    switch in file order on 127.0.0.1:50051+i with thrift port 9090+i, so that deploy, status
-    and the emulated network always agree."""
-    from controller.emulation.net import local_switch_ports
+    device_id and thrift_port fields. Local (BMv2 on this machine): the convention of
+    `controller.p4rt.local`, the i-th local switch in file order on 127.0.0.1:50051+i with
+    thrift port 9090+i, which the Mininet harness follows too."""
+    from controller.p4rt.local import local_switch_ports
 
     local = local_switch_ports(topology)
     out: dict[str, SwitchAddress] = {}

@@ -6,9 +6,12 @@ the difference goes out as at most three Write requests: deletes, then modifies,
 Deletes first free table space, and P4Runtime applies the updates of one batch in no fixed
 order, so kinds never share a batch. An entry whose key is unchanged but whose action data
 differs is one MODIFY, never a delete plus an insert: a new plan costs the fewest writes, and
-the same plan twice costs none.
+the same plan twice costs none. The register slots of an aggregation entry that was deleted or
+changed are zeroed afterwards (registers.py), through thrift.
 
-Switches are deployed in parallel and independently. Deploy between aggregation rounds: a slot
+Switches are deployed in parallel and independently: one that cannot be reached or refuses
+is reported with its reason next to the results of the others, never instead of them. Deploy
+between aggregation rounds: a slot
 that holds half a round when its expected bitmap changes keeps waiting for the old one.
 """
 
@@ -24,7 +27,9 @@ from controller.errors import InputError
 from controller.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from controller.p4rt.encode import normalise
 from controller.p4rt.intent import DEFAULT_TABLES, MANAGED_TABLES, Entry, Match
+from controller.p4rt.registers import clean_commands, slot_registers, stale_slots
 from controller.p4rt.schema import Pipeline
+from controller.p4rt.thrift import QueueSetting, run_cli, set_queues
 
 COUNTERS = ("port_in", "port_out", "ecn_marked", "agg_events")
 
@@ -69,6 +74,8 @@ class SwitchDeploy:
     pipeline: bool  # the program was (or would be) loaded
     diff: Diff
     seconds: float
+    cleaned_slots: tuple[int, ...] = ()  # aggregation slots returned to their power-on state
+    note: str | None = None  # what could not be done (slots to clean but no thrift port)
 
     @property
     def changed(self) -> bool:
@@ -80,6 +87,11 @@ class DeployResult:
     switches: dict[str, SwitchDeploy]
     seconds: float
     dry_run: bool = False
+    failed: dict[str, str] = field(default_factory=dict)  # switch -> why, for those that failed
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
 
     @property
     def writes(self) -> int:
@@ -91,11 +103,18 @@ class DeployResult:
 
 
 def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[Entry], *,
-                  dry_run: bool = False) -> SwitchDeploy:
-    """Bring one switch to `entries` (program first when needed) with the fewest writes."""
+                  dry_run: bool = False, queues: Sequence[QueueSetting] = (),
+                  always_queues: bool = True, reload: bool = False) -> SwitchDeploy:
+    """Bring one switch to `entries` (program first when needed) with the fewest writes.
+
+    BMv2 queue settings cannot be read back, so they go out when `always_queues` (one-shot
+    deploy) or when the program was just loaded (the long-running controller, which also sends
+    them on every new session: a restarted switch has lost them). `reload` loads the program
+    even when the cookie matches: the way back when the switch's P4Runtime server no longer
+    agrees with its own tables (someone changed them through BMv2's thrift CLI)."""
     t0 = time.perf_counter()
     desired = [normalise(pipeline.schema, e) for e in entries]
-    load = client.pipeline_cookie() != pipeline.cookie
+    load = reload or client.pipeline_cookie() != pipeline.cookie
     if load and dry_run:
         current: list[Entry] = []  # the switch's state would be wiped by the load
     else:
@@ -110,31 +129,51 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
             client.write("modify", [new for _, new in d.modify])
         if d.insert:
             client.write("insert", d.insert)
-    return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0)
+        if queues and (always_queues or load):
+            set_queues(client.address, queues)
+    slots = () if load else stale_slots([*d.delete, *(old for old, _ in d.modify if old)])
+    note = None
+    if slots and not dry_run:
+        if client.address.thrift_port is None:
+            note = f"slots {slots[0]}..{slots[-1]} not cleaned: no thrift port known"
+        else:
+            run_cli(client.address, clean_commands(slot_registers(pipeline.device_config),
+                                                   slots))
+    return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0,
+                        slots if note is None else (), note)
 
 
 T = TypeVar("T")
 
 
-def _each(names: Sequence[str], fn: Callable[[str], T]) -> dict[str, T]:
-    """fn on every switch in parallel; every call finishes, then the first error is raised."""
+def _each(names: Sequence[str], fn: Callable[[str], T]) -> dict[str, T | SwitchError]:
+    """fn on every switch in parallel; every call finishes. A switch's SwitchError is its
+    result (the others' results stand); any other exception is a bug and is raised."""
     if not names:
         return {}
     with ThreadPoolExecutor(max_workers=min(32, len(names))) as pool:
         futures = {n: pool.submit(fn, n) for n in names}
-    errors = [f.exception() for f in futures.values() if f.exception() is not None]
-    if errors:
-        raise errors[0]  # type: ignore[misc]
-    return {n: f.result() for n, f in futures.items()}
+    out: dict[str, T | SwitchError] = {}
+    for n, f in futures.items():
+        exc = f.exception()
+        if isinstance(exc, SwitchError):
+            out[n] = exc
+        elif exc is not None:
+            raise exc
+        else:
+            out[n] = f.result()
+    return out
 
 
 def deploy(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
            pipeline: Pipeline, *, dry_run: bool = False,
-           clients: Mapping[str, SwitchClient] | None = None) -> DeployResult:
+           clients: Mapping[str, SwitchClient] | None = None,
+           queues: Sequence[QueueSetting] = ()) -> DeployResult:
     """Deploy `entries` (per switch) to the switches at `addresses`, all in parallel.
 
-    With `clients` (open sessions, e.g. kept by an experiment between plans) no connection is
-    opened or closed here.
+    Every switch gets a result: its SwitchDeploy, or in `failed` the reason it could not be
+    brought to the intent. With `clients` (open sessions) no connection is opened or closed
+    here; otherwise each session is closed on every path. `queues` go to every switch (thrift).
     """
     unknown = sorted(set(entries) - set(addresses))
     if unknown:
@@ -143,13 +182,15 @@ def deploy(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequenc
 
     def one(name: str) -> SwitchDeploy:
         if clients is not None and name in clients:
-            return deploy_switch(clients[name], pipeline, entries[name], dry_run=dry_run)
+            return deploy_switch(clients[name], pipeline, entries[name], dry_run=dry_run,
+                                 queues=queues)
         with SwitchClient(addresses[name], pipeline.schema, writer=not dry_run) as c:
-            return deploy_switch(c, pipeline, entries[name], dry_run=dry_run)
+            return deploy_switch(c, pipeline, entries[name], dry_run=dry_run, queues=queues)
 
     done = _each(list(entries), one)
-    ordered = {n: done[n] for n in entries}
-    return DeployResult(ordered, time.perf_counter() - t0, dry_run)
+    ok = {n: r for n, r in done.items() if not isinstance(r, SwitchError)}
+    failed = {n: str(r) for n, r in done.items() if isinstance(r, SwitchError)}
+    return DeployResult(ok, time.perf_counter() - t0, dry_run, failed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,7 +226,8 @@ def status(addresses: Mapping[str, SwitchAddress], pipeline: Pipeline) -> dict[s
         except SwitchError as exc:
             return SwitchStatus(name, addresses[name].grpc, False, (), error=str(exc))
 
-    return _each(list(addresses), one)
+    return {n: r for n, r in _each(list(addresses), one).items()
+            if isinstance(r, SwitchStatus)}
 
 
 __all__ = ["DeployResult", "Diff", "SwitchDeploy", "SwitchError", "SwitchStatus", "deploy",

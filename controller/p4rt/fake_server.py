@@ -4,7 +4,8 @@ It lets the controller's protocol code (arbitration, pipeline, batched writes, r
 reads, errors) run without BMv2, and it is stricter than being convenient: ids must exist,
 values must fit their bit widths (canonical or padded bytestrings, as P4Runtime 1.4 allows),
 LPM values must have no bits set beyond the prefix, every action parameter must be given once,
-only the primary controller may write, a duplicate election id closes the stream. Reads return
+only the primary controller may write, a duplicate election id closes the stream, and every
+controller is told when the primary changes. Reads return
 canonical bytestrings, as BMv2's server does. Register reads answer UNIMPLEMENTED, like BMv2.
 
 Several devices (device ids) can live behind one server. Initial default actions come from the
@@ -14,6 +15,7 @@ P4Info (`initial_default_action`) or, failing that, from the BMv2 JSON's `defaul
 from __future__ import annotations
 
 import json
+import queue
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -78,6 +80,14 @@ class FakeDevice:
         assert self.schema is not None
         return list(self.entries[self.schema.table(table).id].values())
 
+    def wipe(self) -> None:
+        """Forget the pipeline and every entry, as a switch restarted blank would (its
+        sessions stay open: this is the case only the cookie check can notice)."""
+        self.schema = None
+        self.cookie = None
+        self.device_config = b""
+        self.entries, self.defaults, self.initial_defaults, self.counters = {}, {}, {}, {}
+
     def bump_counter(self, name: str, index: int, packets: int, octets: int) -> None:
         """Pretend traffic went through: add to one cell of an indexed counter."""
         assert self.schema is not None
@@ -91,6 +101,7 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
         self.devices = devices
         self.lock = threading.RLock()
         self._stream_ids = iter(range(1, 1 << 62))
+        self._outboxes: dict[int, tuple[int, queue.Queue[Any]]] = {}  # stream -> device, box
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -123,33 +134,72 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
         return rep
 
     def StreamChannel(self, request_iterator: Any, context: Any) -> Iterator[Any]:
+        """Arbitration like PI's: each controller is answered with the primary's election id
+        (status OK to the primary itself), and when the primary changes (a higher id joins,
+        the primary's stream ends) every controller of the device is told."""
         stream = next(self._stream_ids)
-        dev: FakeDevice | None = None
-        try:
-            for req in request_iterator:
-                if not req.HasField("arbitration"):
-                    continue  # packet I/O: our program has none
-                arb = req.arbitration
-                eid = (int(arb.election_id.high), int(arb.election_id.low))
+        out: queue.Queue[Any] = queue.Queue()
+
+        def read() -> None:
+            dev: FakeDevice | None = None
+            try:
+                for req in request_iterator:
+                    if not req.HasField("arbitration"):
+                        continue  # packet I/O: our program has none
+                    arb = req.arbitration
+                    eid = (int(arb.election_id.high), int(arb.election_id.low))
+                    with self.lock:
+                        dev = self.devices.get(int(arb.device_id))
+                        if dev is None:
+                            out.put((grpc.StatusCode.NOT_FOUND, f"no device {arb.device_id}"))
+                            return
+                        if any(e == eid for s, e in dev.elections.items() if s != stream):
+                            out.put((grpc.StatusCode.INVALID_ARGUMENT,
+                                     "Election id already exists"))
+                            return
+                        before = dev.primary
+                        dev.elections[stream] = eid
+                        self._outboxes[stream] = (dev.device_id, out)
+                        out.put(self._arbitration(dev, stream))
+                        if dev.primary != before:
+                            self._notify(dev, stream)
+            except Exception:  # the client went away mid-read
+                pass
+            finally:
                 with self.lock:
-                    dev = self.devices.get(int(arb.device_id))
-                    if dev is None:
-                        context.abort(grpc.StatusCode.NOT_FOUND,
-                                      f"no device {arb.device_id}")
-                    assert dev is not None
-                    if any(e == eid for s, e in dev.elections.items() if s != stream):
-                        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                      "Election id already exists")
-                    dev.elections[stream] = eid
-                    primary = dev.primary == eid
-                rep = p4runtime_pb2.StreamMessageResponse()
-                rep.arbitration.CopyFrom(arb)
-                rep.arbitration.status.code = code_pb2.OK if primary else code_pb2.ALREADY_EXISTS
-                yield rep
-        finally:
-            if dev is not None:
-                with self.lock:
-                    dev.elections.pop(stream, None)
+                    self._outboxes.pop(stream, None)
+                    if dev is not None and stream in dev.elections:
+                        before = dev.primary
+                        dev.elections.pop(stream)
+                        if dev.primary != before:
+                            self._notify(dev, stream)
+                out.put(None)
+
+        threading.Thread(target=read, name=f"fake-stream-{stream}", daemon=True).start()
+        while True:
+            item = out.get()
+            if item is None:
+                return
+            if isinstance(item, tuple):
+                context.abort(item[0], item[1])
+            yield item
+
+    def _arbitration(self, dev: FakeDevice, stream: int) -> Any:
+        """The arbitration message for one stream of `dev` (call with the lock held)."""
+        eid = dev.elections[stream]
+        high, low = dev.primary or eid
+        rep = p4runtime_pb2.StreamMessageResponse()
+        rep.arbitration.device_id = dev.device_id
+        rep.arbitration.election_id.high = high
+        rep.arbitration.election_id.low = low
+        rep.arbitration.status.code = (code_pb2.OK if dev.primary == eid
+                                       else code_pb2.ALREADY_EXISTS)
+        return rep
+
+    def _notify(self, dev: FakeDevice, changed_by: int) -> None:
+        for s, (device_id, box) in self._outboxes.items():
+            if device_id == dev.device_id and s != changed_by and s in dev.elections:
+                box.put(self._arbitration(dev, s))
 
     def SetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:
         with self.lock:
@@ -478,3 +528,17 @@ class FakeP4RuntimeServer:
 
     def device(self, device_id: int = 0) -> FakeDevice:
         return self.devices[device_id]
+
+    def wipe(self, device_id: int = 0) -> None:
+        """The device restarts blank (FakeDevice.wipe), between two requests."""
+        with self._servicer.lock:
+            self.devices[device_id].wipe()
+
+    def drop_entry(self, device_id: int, table: str) -> Any:
+        """Remove one entry of `table` behind the controller's back; returns it."""
+        with self._servicer.lock:
+            dev = self.devices[device_id]
+            assert dev.schema is not None
+            store = dev.entries[dev.schema.table(table).id]
+            key = next(iter(store))
+            return store.pop(key)

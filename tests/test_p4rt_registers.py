@@ -1,0 +1,40 @@
+"""Which register cells a plan change zeroes, against the program's own layout."""
+
+from __future__ import annotations
+
+import json
+
+from controller.aggpacket import SLOTS, SLOTS_PER_JOB, VECTOR_LEN
+from controller.p4rt import intent as it
+from controller.p4rt.registers import clean_commands, slot_registers, stale_slots
+from controller.p4rt.schema import load_pipeline
+
+PIPE = load_pipeline()
+
+
+def agg(job: int, base: int) -> it.Entry:
+    return it.Entry(it.T_AGG, (it.Match("job", job),), it.A_AGGREGATE,
+                    (("expected", 3), ("slot_base", base)))
+
+
+def test_slots_of_deleted_or_changed_aggregation_entries() -> None:
+    route = it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), it.A_FORWARD,
+                     (("dst_mac", 1), ("port", 1)))
+    assert stale_slots([route, it.ecn_entry(5)]) == ()
+    assert stale_slots([agg(1, 8), agg(2, 0)]) == (0, 1, 2, 3, 8, 9, 10, 11)
+    assert stale_slots([agg(3, SLOTS - 2)]) == (SLOTS - 2, SLOTS - 1)  # never past the end
+
+
+def test_every_per_slot_cell_of_the_program_and_nothing_else() -> None:
+    arrays = slot_registers(PIPE.device_config)
+    data = json.loads(PIPE.device_config)
+    # the program's per-slot state: every register array it has (the vector and four words)
+    assert len(arrays) == len(data["register_arrays"]) and len(arrays) >= 2
+    widths = sorted(a.width for a in arrays)
+    assert widths[-1] == VECTOR_LEN and set(widths[:-1]) == {1}
+    cmds = clean_commands(arrays, [5])
+    assert len(cmds) == sum(widths) and all(c.endswith(" 0") for c in cmds)
+    values = next(a for a in arrays if a.width == VECTOR_LEN)
+    cells = sorted(int(c.split()[2]) for c in cmds if c.split()[1] == values.name)
+    assert cells == list(range(5 * VECTOR_LEN, 6 * VECTOR_LEN))
+    assert len(clean_commands(arrays, stale_slots([agg(1, 4)]))) == SLOTS_PER_JOB * sum(widths)
