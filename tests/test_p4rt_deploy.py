@@ -127,7 +127,7 @@ def test_entries_nobody_asked_for_are_removed(server: FakeP4RuntimeServer) -> No
     stray = [it.Entry(it.T_ROUTES, (it.Match("dst_addr", 0x0B000000, 8),), it.A_FORWARD,
                       (("dst_mac", 1), ("port", 1))),
              it.Entry(it.T_AGG, (it.Match("job", 77),), it.A_AGGREGATE,
-                      (("expected", 1), ("slot_base", 8)))]
+                      (("expected", 1), ("slot_base", 8), ("slots", 16)))]
     with SwitchClient(SwitchAddress("s9", server.address, NAMES.index("s9")), PIPE.schema) as c:
         c.write("insert", stray)
     fixed = deploy(addrs(server), intent(4), PIPE)
@@ -263,11 +263,11 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     assert main([*args, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "job 1: soar, k = 4: blue s4, s5, s6, s7" in out
-    assert "would write 274 entries" in out and updates(server) == 0
+    assert "would write 289 entries" in out and updates(server) == 0
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "s4 (" in out and "load program; +18 ~1 -0" in out
-    assert "  + aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..3" in out
+    assert "  + aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" in out
     assert "  ~ ECN: off  =>  ECN: mark CE at queue depth >= 20" in out
     assert "15 program loads, wrote 274 entries" in out
     assert main(args) == 0
@@ -285,7 +285,8 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     assert "s8 (" in out and "route 10.0.0.3/32 -> port 2" in out and "ECN: off" in out
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert ["1", "0", "0", "0", "0", "2"] in rows and ["2", "3", "480", "0", "0", "0"] in rows
-    assert "aggregation packets: held 0, emitted 0, duplicate 4, busy 0, foreign 0" in out
+    assert "aggregation packets: held 0, emitted 0, duplicate 4, stale 0, malformed 0" in out
+    assert "slot pool: 0 of 256 cells used by 0 job(s)" in out
 
 
 def test_cli_errors_are_one_line(server: FakeP4RuntimeServer, tmp_path: Path,
@@ -330,6 +331,6 @@ def test_cli_dry_run_from_empty_contacts_nobody(capsys: pytest.CaptureFixture[st
                  "--strategy", "top", "-k", "1", "--dry-run", "--from-empty"]) == 0
     out = capsys.readouterr().out
     assert "job 2: top, k = 1: blue s1" in out
-    assert "  + aggregate job 2: wait for bitmap 0xff (8 workers), slots 0..3" in out
+    assert "  + aggregate job 2: wait for bitmap 0xff (8 workers), slots 0..15" in out
     assert "  ~ (the program's default)  =>  ECN: mark CE at queue depth >= 20" in out
-    assert "would write 271 entries" in out
+    assert "would write 286 entries" in out
