@@ -49,6 +49,7 @@ HEADER_BYTES = _HEADER.size
 PAYLOAD_BYTES = _HEADER.size + _VECTOR.size
 
 _MASK32 = 0xFFFFFFFF
+ZERO_VECTOR = (0,) * VECTOR_LEN
 _SO_NO_CHECK = 11  # Linux: send UDP over IPv4 without a checksum
 INT32_MAX = 2**31 - 1
 

@@ -153,9 +153,10 @@ class Worker:
     window: int
     slots: int
     first_chunk: int = 0
-    rto: float = 0.2       # initial retransmission timeout, seconds
+    rto: float = 0.5       # retransmission timeout, seconds (learnt from round trips)
     min_rto: float = 0.05
     max_rto: float = 2.0
+    backoff: float = 2.0   # the timer grows by this factor per retransmission of a chunk
     results: dict[int, AggPacket] = field(default_factory=dict)
     retransmissions: int = 0
     sent: int = 0
@@ -166,6 +167,8 @@ class Worker:
     _tries: dict[int, int] = field(default_factory=dict)
     _srtt: float | None = None
     _rttvar: float = 0.0
+    _cwnd: float = 2.0
+    max_rtt: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.window >= 1 or 2 * self.window > self.slots:
@@ -189,10 +192,11 @@ class Worker:
         for i, when in sorted(self._deadline.items()):
             if when <= now:
                 tries = self._tries[i] = self._tries[i] + 1
-                self._deadline[i] = now + min(self.max_rto, self.rto * 2**tries)
+                self._deadline[i] = now + min(self.max_rto, self.rto * self.backoff**tries)
                 self.retransmissions += 1
                 out.append(self.packet(i))
-        while self._next < len(self.chunks) and self._next < self._low + self.window:
+        limit = self._low + min(self.window, int(self._cwnd))
+        while self._next < len(self.chunks) and self._next < limit:
             i = self._next
             self._next += 1
             self._deadline[i] = now + self.rto
@@ -208,19 +212,36 @@ class Worker:
                 or i in self.results or i >= self._next):
             return
         self.results[i] = pkt
+        # the window opens by about one chunk per round trip (TCP's congestion avoidance),
+        # so the queues grow slowly enough for the timer's estimate to follow them: a burst
+        # of the whole window would time out on its own queueing delay
+        self._cwnd = min(float(self.window), self._cwnd + 1 / self._cwnd)
         if self._tries.get(i) == 0:  # Karn: only unambiguous samples
             self._sample(now - self._sent_at[i])
         self._deadline.pop(i, None)
         while self._low in self.results:
             self._low += 1
 
+    @property
+    def srtt(self) -> float | None:
+        return self._srtt
+
     def _sample(self, rtt: float) -> None:
+        """TCP's estimator (RFC 6298): smoothed round trip plus four deviations, between
+        min_rto and max_rto. The ceiling matters under loss: a chunk's answer often waits for
+        another worker's retransmission, those long samples widen the deviation, and an
+        unbounded timer would stall the window."""
+        self.max_rtt = max(self.max_rtt, rtt)
         if self._srtt is None:
             self._srtt, self._rttvar = rtt, rtt / 2
         else:
             self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
             self._srtt = 0.875 * self._srtt + 0.125 * rtt
         self.rto = min(self.max_rto, max(self.min_rto, self._srtt + 4 * self._rttvar))
+
+    def retransmitted_chunks(self) -> list[int]:
+        """Indices of the chunks sent more than once (for reports)."""
+        return sorted(i for i, t in self._tries.items() if t > 0)
 
     def next_deadline(self) -> float | None:
         return min(self._deadline.values(), default=None)
@@ -244,7 +265,9 @@ class ChunkState:
 class Destination:
     """Sums what arrives per chunk; when every worker's bit is in, sends the RESULT to every
     worker, and answers a packet of a finished chunk (a retransmission the switches passed
-    on) by sending the RESULT again to the workers it names."""
+    on) by sending the RESULT again to the workers it names, at most once per `holdoff`
+    seconds for one (chunk, bitmap): the workers below one blue switch time out together,
+    and their retransmissions each bring the switch's whole aggregate back."""
 
     job: int
     workers: int                # how many: the full bitmap is (1 << workers) - 1
@@ -254,6 +277,8 @@ class Destination:
     complete: int = 0
     duplicates: int = 0
     resent: int = 0
+    holdoff: float = 0.1
+    _answered: dict[tuple[int, int], float] = field(default_factory=dict)
 
     @property
     def full(self) -> int:
@@ -263,8 +288,10 @@ class Destination:
     def done(self) -> bool:
         return self.complete == self.chunks
 
-    def receive(self, pkt: AggPacket, ce: bool = False) -> list[tuple[int, AggPacket]]:
-        """(worker index, packet) pairs to send."""
+    def receive(self, pkt: AggPacket, ce: bool = False, now: float | None = None
+                ) -> list[tuple[int, AggPacket]]:
+        """(worker index, packet) pairs to send. `now`: the time, for the hold-off (None:
+        answer every duplicate)."""
         i = (pkt.chunk - self.first_chunk) & _MASK32
         if pkt.job != self.job or pkt.result or i >= self.chunks or pkt.bitmap & ~self.full:
             return []
@@ -273,6 +300,11 @@ class Destination:
         if st.bitmap & pkt.bitmap:
             self.duplicates += 1
             if st.bitmap == self.full:
+                key = (i, pkt.bitmap)
+                if now is not None and now - self._answered.get(key, -1e18) < self.holdoff:
+                    return []
+                if now is not None:
+                    self._answered[key] = now
                 self.resent += 1
                 return self._answer(pkt, st, pkt.bitmap)
             return []

@@ -94,8 +94,17 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
     dest = Destination(JOB, n, n_chunks, first)
     net = Net(topo, rng, loss, dup, late=0.5, switches=switches)
     now = 0.0
+    poll_at: dict[int, float] = {}
+
+    def schedule(i: int, t: float) -> None:
+        """One pending poll per worker: the earliest one wins, stale ones are skipped."""
+        if i not in poll_at or t < poll_at[i]:
+            poll_at[i] = t
+            net.seq += 1
+            heapq.heappush(net.heap, (t, net.seq, ("poll", i, t)))
+
     for w in workers:
-        heapq.heappush(net.heap, (0.0, -w.index - 1, ("poll", w.index)))
+        schedule(w.index, 0.0)
     steps = 0
     while net.heap and not (all(w.done for w in workers) and dest.done):
         steps += 1
@@ -104,17 +113,18 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
         kind = ev[0]
         if kind == "poll":
             i = int(ev[1])  # type: ignore[call-overload]
+            if poll_at.get(i) != ev[2]:
+                continue
+            del poll_at[i]
             w = workers[i]
             if stall and stall[0] == i and stall[1] <= now < stall[2]:
-                net.seq += 1
-                heapq.heappush(net.heap, (stall[2], net.seq, ("poll", i)))
+                schedule(i, stall[2])
                 continue
             for pkt in w.poll(now):
                 net.hop(now, ("up", topo.attach[i], pkt))
             nxt = w.next_deadline()
             if nxt is not None and not w.done:
-                net.seq += 1
-                heapq.heappush(net.heap, (max(nxt, now + 1e-4), net.seq, ("poll", i)))
+                schedule(i, max(nxt, now + 1e-4))
         elif kind == "up":
             s, pkt = ev[1], ev[2]
             out = switches[s].process(pkt)  # type: ignore[index, arg-type]
@@ -122,7 +132,7 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
                 p = topo.parent[s]  # type: ignore[index]
                 net.hop(now, ("up", p, out.packet) if p != -1 else ("dest", out.packet))
         elif kind == "dest":
-            for wi, res in dest.receive(ev[1]):  # type: ignore[arg-type]
+            for wi, res in dest.receive(ev[1], now=now):  # type: ignore[arg-type]
                 net.hop(now, ("down", wi, topo.path_up(topo.attach[wi])[::-1], 0, res))
         elif kind == "down":
             wi, path, k, pkt = ev[1], ev[2], ev[3], ev[4]
@@ -133,8 +143,7 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
             else:
                 w = workers[wi]  # type: ignore[call-overload]
                 w.receive(pkt, now)  # type: ignore[arg-type]
-                net.seq += 1
-                heapq.heappush(net.heap, (now, net.seq, ("poll", wi)))
+                schedule(wi, now)  # type: ignore[arg-type]
     assert all(w.done for w in workers) and dest.done, "the stream did not complete"
     exact = [list(ap.wrap_sum(vectors[i][c] for i in range(n))) for c in range(n_chunks)]
     return workers, dest, switches, exact
