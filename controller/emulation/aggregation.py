@@ -216,10 +216,10 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                     loss, window, sum(w["retransmissions"] for w in workers_out), duration,
                     values * len(workloads) / duration if duration > 0 else 0.0, events,
                     int(dest_out.get("ce_marked", 0))))
+                _write_results(out, results, topo, workloads)  # a long run keeps what it has
         finally:
             for c in clients.values():
                 c.close()
-    _write_results(out, results, topo, workloads)
     return results
 
 
