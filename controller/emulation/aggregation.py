@@ -241,8 +241,9 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
             seed: int, first_chunk: int, chunks: int, out: Path, label: str, lossy: bool
             ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start the destination, let every worker stream its tensor, collect what they wrote.
-    `lossy`: the timers' ceiling is 0.5 s (a lost packet stalls its chunk for no longer)
-    instead of 1 s (no timer fires on a long queue)."""
+    `lossy`: the timers lie between 0.2 and 0.5 s (a lost packet stalls its chunk for no
+    longer); without loss between 0.5 and 2 s, so that no timer fires because the machine
+    was busy for a moment (nothing is lost: a timer that fires only adds packets)."""
     logs = out / "logs"
     dest_name = workloads[0].destination
     dest_file = logs / f"dest-{label}.json"
@@ -272,8 +273,9 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
                  dest_ip, "--job", str(w.job), "--worker", str(i), "--workers",
                  str(len(w.workers)), "--values", str(values), "--seed", str(seed),
                  "--window", str(window), "--slots", str(w.slots), "--first-chunk",
-                 str(first_chunk), "--start-at", f"{start_at:.3f}", "--max-rto",
-                 "0.5" if lossy else "1.0", "--out", str(f)],
+                 str(first_chunk), "--start-at", f"{start_at:.3f}",
+                 *(["--min-rto", "0.2", "--max-rto", "0.5"] if lossy else
+                   ["--min-rto", "0.5", "--max-rto", "2.0"]), "--out", str(f)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
     workers_out = []
     try:
