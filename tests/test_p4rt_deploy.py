@@ -273,6 +273,9 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.count(": unchanged") == 15 and "wrote 0 entries" in out
+    assert main(["status", "--topology", str(topo), "--switch", "s4"]) == 0
+    assert "slot pool: 16 of 256 cells used by 1 job(s); job 1: 0..15" in \
+        capsys.readouterr().out
     assert main([*args[:-1], "2", "--no-ecn"]) == 0
     out = capsys.readouterr().out
     assert "s4 (" in out and "  - aggregate job 1: wait for bitmap 0xf" in out
@@ -334,3 +337,18 @@ def test_cli_dry_run_from_empty_contacts_nobody(capsys: pytest.CaptureFixture[st
     assert "  + aggregate job 2: wait for bitmap 0xff (8 workers), slots 0..15" in out
     assert "  ~ (the program's default)  =>  ECN: mark CE at queue depth >= 20" in out
     assert "would write 286 entries" in out
+
+
+def test_cli_deploy_keeps_the_slots_a_job_holds(server: FakeP4RuntimeServer, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Job 2 streams; job 1 (a lower id) is admitted: job 2's cells must not move."""
+    topo = _remote_topology(tmp_path, server)
+    one, two = ROOT / "examples" / "workload-bt15.json", ROOT / "examples" / \
+        "workload-bt15-half.json"
+    base = ["deploy", "--topology", str(topo), "-k", "4", "--strategy", "all-blue"]
+    assert main([*base, "--workload", str(two)]) == 0
+    capsys.readouterr()
+    assert main([*base, "--workload", str(one), "--workload", str(two)]) == 0
+    out = capsys.readouterr().out
+    assert "aggregate job 2" not in out  # not one of job 2's entries was touched
+    assert "  + aggregate job 1: wait for bitmap 0x3 (2 workers), slots 16..31" in out
