@@ -1,13 +1,18 @@
-"""The aggregation packet, in one place: constants, encoding, and plain-socket send/receive.
+"""The aggregation packet, in one place: constants, encoding, fixed point, plain sockets.
 
 The P4 program (p4src/headers.p4) declares the same layout; a test compares the two. A packet
-is UDP to `AGG_UDP_PORT` carrying a 12-byte header and `VECTOR_LEN` 32-bit values:
+is UDP to `AGG_UDP_PORT` carrying a 16-byte header and `VECTOR_LEN` 32-bit values:
 
-    job u16 | round u16 | bitmap u32 | count u16 | flags u8 | reserved u8 | values 32 x u32
+    job u16 | slot u16 | chunk u32 | bitmap u32 | count u16 | flags u8 | reserved u8 |
+    values 32 x i32
 
-Worker i of a job (its position in the workload's worker list) sets bit i of the bitmap; a
-packet merged by a switch carries the OR of its contributors and how many it merged. Values
-are 32-bit two's complement and add with wraparound, as the switch's registers do.
+`chunk` numbers the pieces of one stream (a tensor cut into VECTOR_LEN values each); `slot` is
+`chunk mod slots(job)`, the cell of the job's pool at every blue switch (docs/
+aggregation-protocol.md explains why a pool of 2W cells serves a window of W chunks, with a
+shadow copy of each finished chunk). Worker i of a job (its position in the workload's worker
+list) sets bit i of the bitmap; a packet merged by a switch carries the OR of its contributors
+and how many it merged. Values are 32-bit two's complement; a switch that sees a sum wrap sets
+FLAG_OVERFLOW instead of wrapping silently.
 
 Senders disable the UDP checksum (SO_NO_CHECK): switches rewrite the payload of merged packets
 and send them with checksum 0 anyway, and a zero checksum cannot be broken by the checksum
@@ -16,31 +21,37 @@ offload of veth pairs in emulated networks.
 
 from __future__ import annotations
 
-import argparse
-import json
-import select
+import math
 import socket
 import struct
-import sys
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 AGG_UDP_PORT = 50000
 VECTOR_LEN = 32
-SLOTS_PER_JOB = 4
-SLOTS = 64
-MAX_JOBS = SLOTS // SLOTS_PER_JOB
+SLOTS = 256               # register cells of the pool of every switch (all jobs)
+DEFAULT_JOB_SLOTS = 16    # cells one job gets by default: a window of 8 chunks
 MAX_WORKERS = 32
-FLAG_MERGED = 0x01
 
-_HEADER = struct.Struct("!HHIHBB")
+FLAG_MERGED = 0x01    # a switch emitted it as the sum of several contributions
+FLAG_RESULT = 0x02    # the destination's final sum, sent to the workers: switches forward it
+FLAG_OVERFLOW = 0x04  # some element of the sum wrapped (set by a switch or the destination)
+FLAG_RESENT = 0x08    # a switch answered a retransmission with the stored sum (shadow copy)
+
+# Indices of the switch counter `agg_events` (p4src/headers.p4 AGG_EV_*), and their names.
+EVENT_NAMES = ("held", "emitted", "duplicate", "stale", "malformed", "resent", "overflow",
+               "fault_drop", "result")
+EVENTS = len(EVENT_NAMES)
+
+_HEADER = struct.Struct("!HHIIHBB")
 _VECTOR = struct.Struct(f"!{VECTOR_LEN}I")
 HEADER_BYTES = _HEADER.size
 PAYLOAD_BYTES = _HEADER.size + _VECTOR.size
 
 _MASK32 = 0xFFFFFFFF
+ZERO_VECTOR = (0,) * VECTOR_LEN
 _SO_NO_CHECK = 11  # Linux: send UDP over IPv4 without a checksum
+INT32_MAX = 2**31 - 1
 
 
 def wrap32(value: int) -> int:
@@ -49,17 +60,29 @@ def wrap32(value: int) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+def add_checked(a: Sequence[int], b: Sequence[int]) -> tuple[tuple[int, ...], bool]:
+    """Element-wise 32-bit sum as a switch computes it, and whether any element wrapped."""
+    out = []
+    overflow = False
+    for x, y in zip(a, b, strict=True):
+        s = x + y
+        w = wrap32(s)
+        overflow |= w != s
+        out.append(w)
+    return tuple(out), overflow
+
+
 def wrap_sum(vectors: Iterable[Sequence[int]]) -> tuple[int, ...]:
-    """Element-wise sum with 32-bit wraparound: what a switch or receiver must produce."""
+    """Element-wise sum with 32-bit wraparound: what registers hold after adding them all."""
     total = [0] * VECTOR_LEN
     for vec in vectors:
-        padded = _pad(vec)
+        padded = pad(vec)
         for i in range(VECTOR_LEN):
             total[i] += padded[i]
     return tuple(wrap32(v) for v in total)
 
 
-def _pad(values: Sequence[int]) -> tuple[int, ...]:
+def pad(values: Sequence[int]) -> tuple[int, ...]:
     if len(values) > VECTOR_LEN:
         raise ValueError(f"a vector holds at most {VECTOR_LEN} values, got {len(values)}")
     return tuple(values) + (0,) * (VECTOR_LEN - len(values))
@@ -68,7 +91,8 @@ def _pad(values: Sequence[int]) -> tuple[int, ...]:
 @dataclass(frozen=True, slots=True)
 class AggPacket:
     job: int
-    round: int
+    slot: int
+    chunk: int
     bitmap: int
     count: int
     values: tuple[int, ...]
@@ -79,13 +103,32 @@ class AggPacket:
         """True when a switch emitted it as the sum of several contributions."""
         return bool(self.flags & FLAG_MERGED)
 
+    @property
+    def result(self) -> bool:
+        return bool(self.flags & FLAG_RESULT)
 
-def contribution(job: int, round_: int, worker: int, values: Sequence[int]) -> AggPacket:
-    """Worker `worker`'s (index in the workload) vector for one round; short vectors pad 0."""
+    @property
+    def overflow(self) -> bool:
+        return bool(self.flags & FLAG_OVERFLOW)
+
+
+def contribution(job: int, chunk: int, worker: int, values: Sequence[int],
+                 slots: int = DEFAULT_JOB_SLOTS) -> AggPacket:
+    """Worker `worker`'s (index in the workload) vector for one chunk; short vectors pad 0."""
     if not 0 <= worker < MAX_WORKERS:
         raise ValueError(f"worker index must be in 0..{MAX_WORKERS - 1}, got {worker}")
-    return AggPacket(job, round_ % (1 << 16), 1 << worker, 1,
-                     tuple(wrap32(v) for v in _pad(values)))
+    if not 1 <= slots < 1 << 16:
+        raise ValueError(f"a job has 1..65535 slots, got {slots}")
+    chunk &= _MASK32
+    return AggPacket(job, chunk % slots, chunk, 1 << worker, 1,
+                     tuple(wrap32(v) for v in pad(values)))
+
+
+def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int],
+                  overflow: bool) -> AggPacket:
+    """The destination's answer for `pkt`'s chunk: the full sum, flagged RESULT."""
+    flags = FLAG_RESULT | (FLAG_OVERFLOW if overflow else 0)
+    return replace(pkt, bitmap=bitmap, count=count, values=tuple(values), flags=flags)
 
 
 def encode(pkt: AggPacket) -> bytes:
@@ -94,18 +137,18 @@ def encode(pkt: AggPacket) -> bytes:
         raise ValueError(f"job must fit in 16 bits, got {pkt.job}")
     if len(pkt.values) != VECTOR_LEN:
         raise ValueError(f"a packet carries exactly {VECTOR_LEN} values, got {len(pkt.values)}")
-    head = _HEADER.pack(pkt.job, pkt.round & 0xFFFF, pkt.bitmap & _MASK32, pkt.count & 0xFFFF,
-                        pkt.flags & 0xFF, 0)
+    head = _HEADER.pack(pkt.job, pkt.slot & 0xFFFF, pkt.chunk & _MASK32, pkt.bitmap & _MASK32,
+                        pkt.count & 0xFFFF, pkt.flags & 0xFF, 0)
     return head + _VECTOR.pack(*(v & _MASK32 for v in pkt.values))
 
 
 def decode(payload: bytes) -> AggPacket:
     """Parse a UDP payload; ValueError when it is not an aggregation packet."""
-    if len(payload) < PAYLOAD_BYTES:
+    if len(payload) != PAYLOAD_BYTES:
         raise ValueError(f"aggregation payload is {PAYLOAD_BYTES} bytes, got {len(payload)}")
-    job, round_, bitmap, count, flags, _ = _HEADER.unpack_from(payload, 0)
+    job, slot, chunk, bitmap, count, flags, _ = _HEADER.unpack_from(payload, 0)
     values = tuple(wrap32(v) for v in _VECTOR.unpack_from(payload, HEADER_BYTES))
-    return AggPacket(job, round_, bitmap, count, values, flags)
+    return AggPacket(job, slot, chunk, bitmap, count, values, flags)
 
 
 def worker_bitmap(indices: Iterable[int]) -> int:
@@ -114,6 +157,40 @@ def worker_bitmap(indices: Iterable[int]) -> int:
     for i in indices:
         out |= 1 << i
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixed point: floats travel as integers the switches can add
+
+
+def fixed_point_scale(max_abs: float, workers: int) -> float:
+    """The largest power of two s such that `workers` values of magnitude <= max_abs, each
+    rounded to round(x * s), sum to at most INT32_MAX in magnitude: the sum cannot overflow
+    (SwitchML's rule). A power of two keeps the conversion back exact."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not max_abs > 0 or math.isinf(max_abs):
+        raise ValueError(f"max_abs must be a positive finite number, got {max_abs}")
+    # round() may add 1/2 per worker: keep that margin
+    exp = math.floor(math.log2((INT32_MAX - workers) / (workers * max_abs)))
+    return float(2.0**exp)
+
+
+def to_fixed(values: Sequence[float], scale: float) -> list[int]:
+    out = [round(v * scale) for v in values]
+    bad = next((v for v in out if not -(2**31) <= v <= INT32_MAX), None)
+    if bad is not None:
+        raise ValueError(f"a value scales to {bad}, outside 32 bits: scale {scale} too large")
+    return out
+
+
+def from_fixed(values: Sequence[int], scale: float) -> list[float]:
+    return [v / scale for v in values]
+
+
+def chunked(values: Sequence[int]) -> list[tuple[int, ...]]:
+    """A stream cut into packets of VECTOR_LEN values, the last one padded with zeros."""
+    return [pad(values[i:i + VECTOR_LEN]) for i in range(0, len(values), VECTOR_LEN)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,118 +206,40 @@ def sender_socket(tos: int = 0) -> socket.socket:
     return sock
 
 
-def send_contribution(dest_ip: str, job: int, round_: int, worker: int, values: Sequence[int],
-                      *, sock: socket.socket | None = None) -> AggPacket:
-    """Send one round's vector of one worker toward the destination; returns what was sent."""
-    pkt = contribution(job, round_, worker, values)
-    own = sock is None
+def send_packet(sock: socket.socket, dest_ip: str, pkt: AggPacket) -> None:
+    sock.sendto(encode(pkt), (dest_ip, AGG_UDP_PORT))
+
+
+def send_contribution(dest_ip: str, job: int, chunk: int, worker: int, values: Sequence[int],
+                      *, slots: int = DEFAULT_JOB_SLOTS,
+                      sock: socket.socket | None = None) -> AggPacket:
+    """Send one chunk's vector of one worker toward the destination; returns what was sent."""
+    pkt = contribution(job, chunk, worker, values, slots)
     s = sender_socket() if sock is None else sock
     try:
-        s.sendto(encode(pkt), (dest_ip, AGG_UDP_PORT))
+        send_packet(s, dest_ip, pkt)
     finally:
-        if own:
+        if sock is None:
             s.close()
     return pkt
 
 
-def receiver_socket(bind_ip: str = "0.0.0.0", port: int = AGG_UDP_PORT) -> socket.socket:
-    """The destination's socket; a large buffer so a burst of red traffic is not lost here."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def receiver_socket(bind_ip: str = "0.0.0.0", port: int = AGG_UDP_PORT,
+                    *, tos: bool = False) -> socket.socket:
+    """A host's aggregation socket (large buffer so a burst is not lost here). Also sends
+    without checksum. `tos`: deliver each packet's TOS byte (recvmsg), to see CE marks."""
+    sock = sender_socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    if tos:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     sock.bind((bind_ip, port))
     return sock
 
 
-@dataclass(frozen=True, slots=True)
-class RoundResult:
-    """What the destination got for one round: the sum and the packets that carried it."""
-
-    job: int
-    round: int
-    values: tuple[int, ...]
-    bitmap: int
-    count: int
-    packets: tuple[AggPacket, ...]
-    complete: bool
-
-
-def collect_round(sock: socket.socket, job: int, round_: int, expected: int,
-                  timeout: float = 2.0) -> RoundResult:
-    """Receive until the contributors in `expected` are all in (or timeout); sum what came.
-
-    Packets of other jobs or rounds are skipped; a packet overlapping what was already summed
-    is a duplicate and is kept in `packets` but not added.
-    """
-    deadline = time.monotonic() + timeout
-    have = 0
-    count = 0
-    kept: list[AggPacket] = []
-    summed: list[tuple[int, ...]] = []
-    while have != expected:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        ready, _, _ = select.select([sock], [], [], left)
-        if not ready:
-            break
-        data = sock.recv(65535)
-        try:
-            pkt = decode(data)
-        except ValueError:
-            continue
-        if pkt.job != job or pkt.round != round_ % (1 << 16):
-            continue
-        kept.append(pkt)
-        if pkt.bitmap & have:
-            continue
-        have |= pkt.bitmap
-        count += pkt.count
-        summed.append(pkt.values)
-    return RoundResult(job, round_, wrap_sum(summed), have, count, tuple(kept), have == expected)
-
-
-# ---------------------------------------------------------------------------------------------
-# `python -m controller.aggpacket send|recv`: for hosts of an emulated network
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.aggpacket",
-                                     description="send or receive aggregation packets")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    send = sub.add_parser("send", help="send one worker's vector for some rounds")
-    send.add_argument("--dest", required=True, help="destination IPv4 address")
-    send.add_argument("--job", type=int, required=True)
-    send.add_argument("--worker", type=int, required=True, help="index in the workload")
-    send.add_argument("--rounds", type=int, default=1)
-    send.add_argument("--first-round", type=int, default=0)
-    send.add_argument("--values", required=True, help="comma-separated integers")
-    send.add_argument("--gap", type=float, default=0.0, help="seconds between rounds")
-    recv = sub.add_parser("recv", help="collect rounds; prints one JSON object per round")
-    recv.add_argument("--job", type=int, required=True)
-    recv.add_argument("--expect", type=lambda s: int(s, 0), required=True,
-                      help="bitmap of all workers (e.g. 0xffff)")
-    recv.add_argument("--rounds", type=int, default=1)
-    recv.add_argument("--first-round", type=int, default=0)
-    recv.add_argument("--timeout", type=float, default=5.0)
-    args = parser.parse_args(argv)
-    if args.cmd == "send":
-        values = [int(v) for v in args.values.split(",") if v.strip()]
-        with sender_socket() as sock:
-            for r in range(args.first_round, args.first_round + args.rounds):
-                send_contribution(args.dest, args.job, r, args.worker, values, sock=sock)
-                if args.gap:
-                    time.sleep(args.gap)
-        return 0
-    with receiver_socket() as sock:
-        for r in range(args.first_round, args.first_round + args.rounds):
-            res = collect_round(sock, args.job, r, args.expect, args.timeout)
-            print(json.dumps({"job": res.job, "round": res.round, "values": list(res.values),
-                              "bitmap": res.bitmap, "count": res.count,
-                              "packets": len(res.packets), "complete": res.complete}),
-                  flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main())
+def recv_with_tos(sock: socket.socket) -> tuple[bytes, tuple[str, int], int]:
+    """One datagram, its sender and its TOS byte (-1 when the socket does not report it)."""
+    data, anc, _, addr = sock.recvmsg(65535, socket.CMSG_SPACE(4))
+    tos = [d[0] for level, kind, d in anc if level == socket.IPPROTO_IP
+           and kind == socket.IP_TOS]
+    return data, addr, tos[0] if tos else -1

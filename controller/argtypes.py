@@ -98,3 +98,11 @@ def nonempty_text(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a non-empty value")
     return text
+
+
+def probability(text: str) -> float:
+    """A share in [0, 1): 1 would drop everything, which no experiment means."""
+    return _PROBABILITY(text)
+
+
+_PROBABILITY = float_in(0.0, 1.0, high_open=True)

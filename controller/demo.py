@@ -140,7 +140,7 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
 
         results = run_aggregation(bt15, out / "run-aggregation",
                                   strategies=("soar", "top", "max", "all-red"), k=4,
-                                  rounds=3 if args.quick else 5)
+                                  values=1024 if args.quick else 8192)
         print(format_table(["strategy", "predicted phi", "measured", "sums exact"],
                            [[r.strategy, r.predicted_cost, r.measured_cost,
                              "yes" if r.sums_exact else "NO"] for r in results], digits=4))

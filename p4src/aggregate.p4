@@ -1,39 +1,104 @@
-/* innet data plane: in-network aggregation.
+/* innet data plane: reliable in-network aggregation (docs/aggregation-protocol.md).
  *
- * An agg_job entry for a job makes this switch blue for the job. Each job owns
- * AGG_SLOTS_PER_JOB consecutive register slots from the entry's slot_base; a round uses slot
- * slot_base + (round mod AGG_SLOTS_PER_JOB), so a new round can start while the previous one
- * drains. Per slot: the running sums (AGG_VECTOR_LEN cells), the bitmap of contributors merged
- * so far (0 = free), the number of contributions merged, the round it holds, and whether that
- * round finished (so a late retransmission of a finished round is not taken for a new round).
+ * Small controls, one concern each:
+ *   AggFault   drops a controller-set share of aggregation packets (fault injection, off by
+ *              default), with the v1model random extern;
+ *   AggValues  the 32 sums of one cell: add a vector (or read the stored sums back) and
+ *              detect a wrapped element;
+ *   Aggregate  checks the packet, then runs a cell's life cycle: clean a cell that another
+ *              job or an older chunk holds, drop stale and duplicate packets, answer a
+ *              retransmission of a finished chunk with the stored sum (shadow copy), merge,
+ *              emit when the expected bitmap is complete, OR the contributors' CE marks.
  *
- * A contribution whose bitmap overlaps what the slot holds is a duplicate and is dropped: sums
- * are never added twice. The contribution that completes the expected bitmap leaves with the
- * sums, the merged bitmap and count, and the slot is freed; the others are dropped.
+ * An agg_job entry for a job makes this switch blue for it: expected bitmap, and the job's
+ * cells slot_base .. slot_base + slots - 1 of the pool. The packet's slot picks the cell.
  */
 #ifndef INNET_AGGREGATE_P4
 #define INNET_AGGREGATE_P4
 
-/* One element: add the packet's value into the slot's cell, write the sum into the packet,
- * store it back (or zero when agg_keep is zero, which frees the cell for the next round). */
+control AggFault(inout headers_t hdr, out bit<1> drop) {
+    bit<16> threshold = 0;
+
+    action drop_share(bit<16> share) {
+        threshold = share;  /* drop when random(0..65535) < share */
+    }
+
+    action no_fault() {
+        threshold = 0;
+    }
+
+    /* keyless: the controller sets the default action, one share per switch */
+    table agg_fault {
+        actions = { drop_share; no_fault; }
+        default_action = no_fault();
+        size = 1;
+    }
+
+    apply {
+        drop = 0;
+        agg_fault.apply();
+        if (threshold != 0) {
+            bit<16> r;
+            random(r, 0, 0xffff);
+            if (r < threshold) {
+                drop = 1;
+            }
+        }
+    }
+}
+
+/* One element: stored sum (masked by agg_keep) plus packet value (masked by agg_add); the
+ * result goes into the packet and back into the register. An element wrapped when both
+ * operands have the same sign and the sum the other one. */
 #define AGG_STEP(i) \
-    agg_values.read(acc, meta.agg_index + i); \
-    acc = acc + hdr.vec.v##i; \
+    agg_values.read(stored, meta.agg_index + i); \
+    a = stored & meta.agg_keep; \
+    b = hdr.vec.v##i & meta.agg_add; \
+    acc = a + b; \
+    wrapped = wrapped | ((a ^ acc) & (b ^ acc)); \
     hdr.vec.v##i = acc; \
-    agg_values.write(meta.agg_index + i, acc & meta.agg_keep);
+    agg_values.write(meta.agg_index + i, acc);
+
+control AggValues(inout headers_t hdr, inout metadata_t meta) {
+    register<bit<32>>(AGG_SLOTS * AGG_VECTOR_LEN) agg_values;
+
+    action add_vector() {
+        bit<32> stored;
+        bit<32> a;
+        bit<32> b;
+        bit<32> acc;
+        bit<32> wrapped = 0;
+        AGG_STEP(0)  AGG_STEP(1)  AGG_STEP(2)  AGG_STEP(3)
+        AGG_STEP(4)  AGG_STEP(5)  AGG_STEP(6)  AGG_STEP(7)
+        AGG_STEP(8)  AGG_STEP(9)  AGG_STEP(10) AGG_STEP(11)
+        AGG_STEP(12) AGG_STEP(13) AGG_STEP(14) AGG_STEP(15)
+        AGG_STEP(16) AGG_STEP(17) AGG_STEP(18) AGG_STEP(19)
+        AGG_STEP(20) AGG_STEP(21) AGG_STEP(22) AGG_STEP(23)
+        AGG_STEP(24) AGG_STEP(25) AGG_STEP(26) AGG_STEP(27)
+        AGG_STEP(28) AGG_STEP(29) AGG_STEP(30) AGG_STEP(31)
+        meta.agg_overflow = wrapped[31:31];
+    }
+
+    apply {
+        add_vector();
+    }
+}
 
 control Aggregate(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
-    register<bit<32>>(AGG_SLOTS * AGG_VECTOR_LEN) agg_values;
-    register<bit<32>>(AGG_SLOTS) agg_bitmap;
+    register<bit<32>>(AGG_SLOTS) agg_owner;   /* job | AGG_OWNED; 0: never used */
+    register<bit<32>>(AGG_SLOTS) agg_chunk;
+    register<bit<32>>(AGG_SLOTS) agg_bitmap;  /* contributors merged so far */
     register<bit<16>>(AGG_SLOTS) agg_count;
-    register<bit<16>>(AGG_SLOTS) agg_round;
-    register<bit<8>>(AGG_SLOTS) agg_done;
+    register<bit<8>>(AGG_SLOTS) agg_flags;    /* AGG_FLAG_OVERFLOW | AGG_CELL_CE */
     counter(AGG_EVENTS, CounterType.packets) agg_events;
+    AggFault() fault;
+    AggValues() values;
 
-    action aggregate(bit<32> expected, bit<16> slot_base) {
+    action aggregate(bit<32> expected, bit<16> slot_base, bit<16> slots) {
         meta.agg_expected = expected;
         meta.agg_slot_base = slot_base;
+        meta.agg_slots = slots;
     }
 
     table agg_job {
@@ -43,70 +108,99 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
         size = 64;
     }
 
-    action add_vector() {
-        bit<32> acc;
-        AGG_STEP(0)  AGG_STEP(1)  AGG_STEP(2)  AGG_STEP(3)
-        AGG_STEP(4)  AGG_STEP(5)  AGG_STEP(6)  AGG_STEP(7)
-        AGG_STEP(8)  AGG_STEP(9)  AGG_STEP(10) AGG_STEP(11)
-        AGG_STEP(12) AGG_STEP(13) AGG_STEP(14) AGG_STEP(15)
-        AGG_STEP(16) AGG_STEP(17) AGG_STEP(18) AGG_STEP(19)
-        AGG_STEP(20) AGG_STEP(21) AGG_STEP(22) AGG_STEP(23)
-        AGG_STEP(24) AGG_STEP(25) AGG_STEP(26) AGG_STEP(27)
-        AGG_STEP(28) AGG_STEP(29) AGG_STEP(30) AGG_STEP(31)
+    action drop_as(bit<32> event) {
+        agg_events.count(event);
+        mark_to_drop(standard_metadata);
+    }
+
+    /* the packet now carries a cell's sums: fields, CE, and no UDP checksum (0: none) */
+    action send_sums(bit<32> bitmap, bit<16> count, bit<8> flags, bit<8> cell_flags) {
+        hdr.agg.bitmap = bitmap;
+        hdr.agg.count = count;
+        hdr.agg.flags = hdr.agg.flags | flags | (cell_flags & AGG_FLAG_OVERFLOW);
+        if ((cell_flags & AGG_CELL_CE) != 0) {
+            hdr.ipv4.ecn = 3;
+        }
+        hdr.udp.checksum = 0;
     }
 
     apply {
-        if (agg_job.apply().hit) {
-            bit<32> slot = (bit<32>)meta.agg_slot_base
-                         + (bit<32>)(hdr.agg.round & (AGG_SLOTS_PER_JOB - 1));
-            bit<32> have = 0;
-            bit<16> held_round = 0;
-            bit<8> done = 0;
-            if (slot < AGG_SLOTS) {
-                agg_bitmap.read(have, slot);
-                agg_round.read(held_round, slot);
-                agg_done.read(done, slot);
-            }
-            if (slot >= AGG_SLOTS || hdr.agg.bitmap == 0
+        bit<1> fault_drop = 0;
+        bit<1> well_formed = 0;
+        if (hdr.agg.isValid() && hdr.vec.isValid() && hdr.udp.length == AGG_UDP_LEN) {
+            well_formed = 1;
+            fault.apply(hdr, fault_drop);
+        }
+        if (well_formed == 0) {
+            /* cut short (the parser could not extract it all) or too long */
+            drop_as(AGG_EV_MALFORMED);
+        } else if (fault_drop == 1) {
+            drop_as(AGG_EV_FAULT_DROP);
+        } else if ((hdr.agg.flags & AGG_FLAG_RESULT) != 0) {
+            agg_events.count(AGG_EV_RESULT);
+        } else if (agg_job.apply().hit) {
+            bit<32> index = (bit<32>)meta.agg_slot_base + (bit<32>)hdr.agg.slot;
+            if (hdr.agg.slot >= meta.agg_slots || index >= AGG_SLOTS || hdr.agg.bitmap == 0
                     || (hdr.agg.bitmap & ~meta.agg_expected) != 0) {
-                agg_events.count(AGG_EV_FOREIGN);
-                mark_to_drop(standard_metadata);
-            } else if ((have & hdr.agg.bitmap) != 0
-                    || (have == 0 && done == 1 && held_round == hdr.agg.round)) {
-                agg_events.count(AGG_EV_DUPLICATE);
-                mark_to_drop(standard_metadata);
-            } else if (have != 0 && held_round != hdr.agg.round) {
-                agg_events.count(AGG_EV_BUSY);
-                mark_to_drop(standard_metadata);
+                drop_as(AGG_EV_MALFORMED);
             } else {
-                bit<32> merged = have | hdr.agg.bitmap;
+                bit<32> owner;
+                bit<32> chunk;
+                bit<32> have;
                 bit<16> count;
-                agg_count.read(count, slot);
-                count = count + hdr.agg.count;
-                meta.agg_index = slot * AGG_VECTOR_LEN;
-                agg_round.write(slot, hdr.agg.round);
-                if (merged == meta.agg_expected) {
+                bit<8> flags;
+                agg_owner.read(owner, index);
+                agg_chunk.read(chunk, index);
+                agg_bitmap.read(have, index);
+                agg_count.read(count, index);
+                agg_flags.read(flags, index);
+                bit<32> me = (bit<32>)hdr.agg.job | AGG_OWNED;
+                bit<32> ahead = hdr.agg.chunk - chunk;  /* serial order: bit 31 = behind */
+                meta.agg_index = index * AGG_VECTOR_LEN;
+                meta.agg_keep = 0xffffffff;
+                meta.agg_add = 0xffffffff;
+                if (owner != me || (ahead != 0 && ahead[31:31] == 0)) {
+                    /* clean before reuse: another job's cell, or a chunk every worker
+                     * has finished */
+                    agg_owner.write(index, me);
+                    agg_chunk.write(index, hdr.agg.chunk);
+                    have = 0;
+                    count = 0;
+                    flags = 0;
                     meta.agg_keep = 0;
-                } else {
-                    meta.agg_keep = 0xffffffff;
                 }
-                add_vector();
-                if (merged == meta.agg_expected) {
-                    agg_bitmap.write(slot, 0);
-                    agg_count.write(slot, 0);
-                    agg_done.write(slot, 1);
-                    hdr.agg.bitmap = merged;
-                    hdr.agg.count = count;
-                    hdr.agg.flags = hdr.agg.flags | AGG_FLAG_MERGED;
-                    /* the payload changed; 0 means "no checksum" for UDP over IPv4 */
-                    hdr.udp.checksum = 0;
-                    agg_events.count(AGG_EV_EMITTED);
+                if (owner == me && ahead != 0 && ahead[31:31] == 1) {
+                    drop_as(AGG_EV_STALE);
+                } else if ((have & hdr.agg.bitmap) != 0) {
+                    if (have == meta.agg_expected) {
+                        meta.agg_add = 0;  /* read the stored sums into the packet */
+                        values.apply(hdr, meta);
+                        send_sums(have, count, AGG_FLAG_MERGED | AGG_FLAG_RESENT, flags);
+                        agg_events.count(AGG_EV_RESENT);
+                    } else {
+                        drop_as(AGG_EV_DUPLICATE);
+                    }
                 } else {
-                    agg_bitmap.write(slot, merged);
-                    agg_count.write(slot, count);
-                    agg_done.write(slot, 0);
-                    agg_events.count(AGG_EV_HELD);
-                    mark_to_drop(standard_metadata);
+                    values.apply(hdr, meta);
+                    have = have | hdr.agg.bitmap;
+                    count = count + hdr.agg.count;
+                    flags = flags | (hdr.agg.flags & AGG_FLAG_OVERFLOW);
+                    if (meta.agg_overflow == 1) {
+                        flags = flags | AGG_FLAG_OVERFLOW;
+                        agg_events.count(AGG_EV_OVERFLOW);
+                    }
+                    if (hdr.ipv4.ecn == 3) {
+                        flags = flags | AGG_CELL_CE;
+                    }
+                    agg_bitmap.write(index, have);
+                    agg_count.write(index, count);
+                    agg_flags.write(index, flags);
+                    if (have == meta.agg_expected) {
+                        send_sums(have, count, AGG_FLAG_MERGED, flags);
+                        agg_events.count(AGG_EV_EMITTED);
+                    } else {
+                        drop_as(AGG_EV_HELD);
+                    }
                 }
             }
         }

@@ -13,19 +13,32 @@
 #define AGG_UDP_PORT 50000
 /* 32-bit values per packet. p4c 1.2.4.8 has no loops: aggregate.p4 unrolls this many steps. */
 #define AGG_VECTOR_LEN 32
-/* Register slots per job (slot = round mod AGG_SLOTS_PER_JOB) and in all (AGG_SLOTS / 4 jobs). */
-#define AGG_SLOTS_PER_JOB 4
-#define AGG_SLOTS 64
-/* flags: set by the switch on the packet that carries a merged result. */
-#define AGG_FLAG_MERGED 0x01
+/* Cells of the slot pool (all jobs); the controller gives each job a range per switch. */
+#define AGG_SLOTS 256
+/* UDP length of a well-formed aggregation packet: UDP 8 + header 16 + 32 x 4 values. */
+#define AGG_UDP_LEN 152
+/* flags */
+#define AGG_FLAG_MERGED 0x01   /* a switch emitted the sum of several contributions */
+#define AGG_FLAG_RESULT 0x02   /* the destination's result to the workers: forward only */
+#define AGG_FLAG_OVERFLOW 0x04 /* some element of the sum wrapped */
+#define AGG_FLAG_RESENT 0x08   /* the stored sum of a finished chunk, sent again */
+/* cell flag only (never on the wire): some contribution arrived with CE */
+#define AGG_CELL_CE 0x80
+/* owner register: job | AGG_OWNED, so 0 is a cell never used */
+#define AGG_OWNED 0x10000
 
-/* Index of agg_events, the per-switch counter of what happened to aggregation packets. */
-#define AGG_EV_HELD 0      /* absorbed into the slot, packet dropped */
-#define AGG_EV_EMITTED 1   /* last expected contribution: the sums went out */
-#define AGG_EV_DUPLICATE 2 /* contributor already merged (or its round already finished) */
-#define AGG_EV_BUSY 3      /* the slot holds another round of the job */
-#define AGG_EV_FOREIGN 4   /* contributor not expected at this switch, or empty bitmap */
-#define AGG_EVENTS 8
+/* Index of agg_events, the per-switch counter of what happened to aggregation packets
+ * (controller/aggpacket.py EVENT_NAMES in the same order). */
+#define AGG_EV_HELD 0       /* absorbed into its cell, packet dropped */
+#define AGG_EV_EMITTED 1    /* last expected contribution: the sums went out */
+#define AGG_EV_DUPLICATE 2  /* contributor already merged, chunk not finished: dropped */
+#define AGG_EV_STALE 3      /* a chunk older than the one its cell holds: dropped */
+#define AGG_EV_MALFORMED 4  /* short/long packet, slot beyond the job's, unexpected bits */
+#define AGG_EV_RESENT 5     /* retransmission of a finished chunk: stored sum sent again */
+#define AGG_EV_OVERFLOW 6   /* a sum wrapped (flagged in the packet) */
+#define AGG_EV_FAULT_DROP 7 /* dropped by the controller-set fault injection */
+#define AGG_EV_RESULT 8     /* a destination's result passed through */
+#define AGG_EVENTS 16
 
 #define PORT_COUNTERS 512
 
@@ -62,10 +75,11 @@ header udp_t {
     bit<16> checksum;
 }
 
-/* 12 bytes after the UDP header. */
+/* 16 bytes after the UDP header (controller/aggpacket.py is the Python side). */
 header agg_t {
     bit<16> job;
-    bit<16> round;
+    bit<16> slot;     /* chunk mod the job's slots: the cell within the job's range */
+    bit<32> chunk;    /* the chunk's number in its stream, compared in serial order */
     bit<32> bitmap;   /* contributors merged in this packet: worker i sets bit i */
     bit<16> count;    /* contributions merged in this packet */
     bit<8> flags;
@@ -94,9 +108,12 @@ struct headers_t {
 
 struct metadata_t {
     bit<32> agg_expected;   /* from the agg_job entry: bitmap of contributors to wait for */
-    bit<16> agg_slot_base;  /* from the agg_job entry: first register slot of the job */
-    bit<32> agg_index;      /* first register cell of the slot in use */
-    bit<32> agg_keep;       /* all ones: keep the sums in the registers; zero: free the slot */
+    bit<16> agg_slot_base;  /* from the agg_job entry: first cell of the job's range */
+    bit<16> agg_slots;      /* from the agg_job entry: cells in the job's range */
+    bit<32> agg_index;      /* first value register of the cell in use */
+    bit<32> agg_keep;       /* all ones: add to the stored sums; zero: start from 0 */
+    bit<32> agg_add;        /* all ones: add the packet's values; zero: read the sums back */
+    bit<1> agg_overflow;    /* set by AggValues when an element wrapped */
     bit<1> ecn_enabled;
     bit<19> ecn_threshold;
 }

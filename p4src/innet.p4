@@ -44,7 +44,7 @@ control InnetIngress(inout headers_t hdr, inout metadata_t meta,
         port_in.count((bit<32>)standard_metadata.ingress_port);
         if (hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
             ipv4_lpm.apply();
-            if (hdr.agg.isValid() && hdr.vec.isValid()) {
+            if (hdr.udp.isValid() && hdr.udp.dst_port == AGG_UDP_PORT) {
                 aggregation.apply(hdr, meta, standard_metadata);
             }
         } else {

@@ -21,11 +21,13 @@ def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
     results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top", "all-red"), k=4,
-                              rounds=2, progress=False)
+                              values=20 * 32 + 5, progress=False)
     assert [r.strategy for r in results] == ["soar", "top", "all-red"]
     for r in results:
         assert r.sums_exact, r
+        assert (r.values, r.chunks, r.retransmissions) == (645, 21, 0), r
         assert r.measured_cost == pytest.approx(r.predicted_cost), r
+        assert r.events["emitted"] == 21 * len(r.blue) and r.events["stale"] == 0
         # the egress counters saw exactly the messages SOAR's model predicts on every uplink
         assert {s: n // r.rounds for s, n in r.link_packets.items()} == r.predicted_msgs
     soar, top, red = results
@@ -33,7 +35,8 @@ def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None
     saved = json.loads((tmp_path / "results.json").read_text())
     for entry in saved:
         for key in ("strategy", "k", "blue", "rounds", "predicted_cost", "measured_cost",
-                    "sums_exact"):
+                    "sums_exact", "values", "chunks", "retransmissions", "duration_s",
+                    "goodput_values_per_s", "events"):
             assert key in entry
     assert (tmp_path / "aggregation.png").exists() and (tmp_path / "summary.md").exists()
     assert _own_leftovers(load_topology(topo_file)) == []

@@ -24,17 +24,21 @@ def test_constants_match_the_p4_source() -> None:
     d = _defines()
     assert d["AGG_UDP_PORT"] == ap.AGG_UDP_PORT
     assert d["AGG_VECTOR_LEN"] == ap.VECTOR_LEN
-    assert d["AGG_SLOTS_PER_JOB"] == ap.SLOTS_PER_JOB
     assert d["AGG_SLOTS"] == ap.SLOTS
-    assert d["AGG_FLAG_MERGED"] == ap.FLAG_MERGED
+    assert d["AGG_UDP_LEN"] == 8 + ap.PAYLOAD_BYTES
+    for name in ("MERGED", "RESULT", "OVERFLOW", "RESENT"):
+        assert d[f"AGG_FLAG_{name}"] == getattr(ap, f"FLAG_{name}")
+    events = {k[len("AGG_EV_"):].lower(): v for k, v in d.items() if k.startswith("AGG_EV_")}
+    assert events == {n: i for i, n in enumerate(ap.EVENT_NAMES)}
+    assert d["AGG_EVENTS"] >= ap.EVENTS
 
 
 def test_header_layout_matches_the_compiled_program() -> None:
     bmv2 = json.loads((P4SRC / "innet.json").read_text())
     types = {t["name"]: t["fields"] for t in bmv2["header_types"]}
     agg = [(f[0], f[1]) for f in types["agg_t"]]
-    assert agg == [("job", 16), ("round", 16), ("bitmap", 32), ("count", 16), ("flags", 8),
-                   ("reserved", 8)]
+    assert agg == [("job", 16), ("slot", 16), ("chunk", 32), ("bitmap", 32), ("count", 16),
+                   ("flags", 8), ("reserved", 8)]
     assert sum(w for _, w in agg) // 8 == ap.HEADER_BYTES
     vec = [(f[0], f[1]) for f in types["vec_t"]]
     assert vec == [(f"v{i}", 32) for i in range(ap.VECTOR_LEN)]
@@ -46,27 +50,39 @@ def test_header_layout_matches_the_compiled_program() -> None:
 
 def test_encode_decode_round_trip_with_signed_values() -> None:
     values = [0, 1, -1, 2**31 - 1, -(2**31), 123456789]
-    pkt = ap.contribution(9, 70000, 3, values)
-    assert pkt.round == 70000 % 65536 and pkt.bitmap == 8 and pkt.count == 1
+    pkt = ap.contribution(9, 70000, 3, values, slots=16)
+    assert (pkt.chunk, pkt.slot, pkt.bitmap, pkt.count) == (70000, 70000 % 16, 8, 1)
     raw = ap.encode(pkt)
-    assert len(raw) == ap.PAYLOAD_BYTES == 12 + 4 * 32
-    assert raw[:12] == bytes.fromhex("0009" "1170" "00000008" "0001" "00" "00")
+    assert len(raw) == ap.PAYLOAD_BYTES == 16 + 4 * 32
+    assert raw[:16] == bytes.fromhex("0009" "0000" "00011170" "00000008" "0001" "00" "00")
     back = ap.decode(raw)
     assert back == pkt
     assert back.values[:6] == tuple(values) and back.values[6:] == (0,) * 26
-    assert not back.merged
+    assert not back.merged and not back.result and not back.overflow
 
 
-def test_wraparound_sum_is_what_32_bit_registers_compute() -> None:
-    a = [2**31 - 1, -5, 7]
-    b = [1, -(2**31), 3]
-    s = ap.wrap_sum([a, b])
-    assert s[:3] == (-(2**31), 2**31 - 5, 10)
-    assert all(-(2**31) <= v < 2**31 for v in s)
-    # the same as adding the unsigned encodings mod 2^32
-    ua = [v & 0xFFFFFFFF for v in ap.contribution(1, 0, 0, a).values]
-    ub = [v & 0xFFFFFFFF for v in ap.contribution(1, 0, 1, b).values]
-    assert [ap.wrap32(x + y) for x, y in zip(ua, ub, strict=True)] == list(s)
+def test_checked_sum_flags_what_wraps() -> None:
+    s, ovf = ap.add_checked([2**31 - 1, -5, 7], [1, -(2**31), 3])
+    assert s == (-(2**31), 2**31 - 5, 10) and ovf
+    assert ap.add_checked([5, -5], [-7, 7]) == ((-2, 2), False)
+    assert ap.wrap_sum([[2**31 - 1], [1]])[0] == -(2**31)
+
+
+def test_fixed_point_scale_cannot_overflow_the_sum() -> None:
+    for workers in (1, 3, 16, 32):
+        for max_abs in (1e-3, 0.5, 1.0, 123.4):
+            scale = ap.fixed_point_scale(max_abs, workers)
+            worst = ap.to_fixed([max_abs], scale)[0] * workers
+            assert worst <= ap.INT32_MAX
+            assert round(max_abs * 2 * scale) * workers > ap.INT32_MAX - workers  # the largest
+    fx = ap.to_fixed([0.5, -0.25, 1.0], 2.0**20)
+    assert fx == [2**19, -(2**18), 2**20] and ap.from_fixed(fx, 2.0**20) == [0.5, -0.25, 1.0]
+    with pytest.raises(ValueError, match="outside 32 bits"):
+        ap.to_fixed([1.0], 2.0**31)
+    with pytest.raises(ValueError, match="max_abs"):
+        ap.fixed_point_scale(0.0, 2)
+    chunks = ap.chunked(list(range(70)))
+    assert len(chunks) == 3 and chunks[2] == tuple(range(64, 70)) + (0,) * 26
 
 
 def test_bad_packets_and_arguments_are_refused() -> None:
@@ -76,27 +92,20 @@ def test_bad_packets_and_arguments_are_refused() -> None:
         ap.contribution(1, 0, 0, [0] * 33)
     with pytest.raises(ValueError, match="payload"):
         ap.decode(b"\x00" * 20)
+    with pytest.raises(ValueError, match="payload"):
+        ap.decode(ap.encode(ap.contribution(1, 0, 0, [1])) + b"\x00")
     with pytest.raises(ValueError, match="16 bits"):
-        ap.encode(ap.AggPacket(70000, 0, 1, 1, (0,) * 32))
+        ap.encode(ap.AggPacket(70000, 0, 0, 1, 1, (0,) * 32))
     assert ap.worker_bitmap([0, 2, 31]) == (1 << 31) | 5
 
 
-def test_send_and_collect_over_loopback() -> None:
-    """The socket helpers as hosts use them: duplicates and other rounds are not summed."""
-    with ap.receiver_socket("127.0.0.1", 0) as rx:
+def test_send_and_receive_over_loopback_with_tos() -> None:
+    with ap.receiver_socket("127.0.0.1", 0, tos=True) as rx:
         port = rx.getsockname()[1]
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
-            for pkt in (ap.contribution(5, 1, 0, [1, 2]), ap.contribution(5, 0, 0, [100]),
-                        ap.contribution(5, 1, 0, [1, 2]), ap.contribution(4, 1, 1, [7]),
-                        ap.contribution(5, 1, 1, [10, -20])):
-                tx.sendto(ap.encode(pkt), ("127.0.0.1", port))
-        res = ap.collect_round(rx, 5, 1, expected=0b11, timeout=2.0)
-    assert res.complete and res.bitmap == 0b11 and res.count == 2
-    assert res.values[:3] == (11, -18, 0)
-    assert len(res.packets) == 3  # the duplicate was seen, not summed
-
-
-def test_collect_round_times_out_incomplete() -> None:
-    with ap.receiver_socket("127.0.0.1", 0) as rx:
-        res = ap.collect_round(rx, 1, 0, expected=0b1, timeout=0.05)
-    assert not res.complete and res.packets == ()
+        with ap.sender_socket(tos=0x03) as tx:
+            pkt = ap.contribution(5, 1, 0, [1, 2])
+            tx.sendto(ap.encode(pkt), ("127.0.0.1", port))
+        rx.settimeout(2)
+        data, _, tos = ap.recv_with_tos(rx)
+    assert ap.decode(data) == pkt and tos & 3 == 3
+    assert isinstance(socket.SOCK_DGRAM, int)

@@ -127,7 +127,7 @@ def test_entries_nobody_asked_for_are_removed(server: FakeP4RuntimeServer) -> No
     stray = [it.Entry(it.T_ROUTES, (it.Match("dst_addr", 0x0B000000, 8),), it.A_FORWARD,
                       (("dst_mac", 1), ("port", 1))),
              it.Entry(it.T_AGG, (it.Match("job", 77),), it.A_AGGREGATE,
-                      (("expected", 1), ("slot_base", 8)))]
+                      (("expected", 1), ("slot_base", 8), ("slots", 16)))]
     with SwitchClient(SwitchAddress("s9", server.address, NAMES.index("s9")), PIPE.schema) as c:
         c.write("insert", stray)
     fixed = deploy(addrs(server), intent(4), PIPE)
@@ -270,17 +270,20 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     assert main([*args, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "job 1: soar, k = 4: blue s4, s5, s6, s7" in out
-    assert "would write 274 entries" in out and updates(server) == 0
+    assert "would write 289 entries" in out and updates(server) == 0
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "s4 (" in out and "load program; +18 ~1 -0" in out
-    assert "  + aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..3" in out
+    assert "  + aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" in out
     assert "  ~ ECN: off  =>  ECN: mark CE at queue depth >= 20" in out
     assert "15 switches (15 changed, 0 unchanged, 0 failed), 15 program loads, wrote 274 " \
            "entries" in out
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.count(": unchanged") == 15 and "wrote 0 entries" in out
+    assert main(["status", "--topology", str(topo), "--switch", "s4"]) == 0
+    assert "slot pool: 16 of 256 cells used by 1 job(s); job 1: 0..15" in \
+        capsys.readouterr().out
     assert main([*args[:-1], "2", "--no-ecn"]) == 0
     out = capsys.readouterr().out
     assert "s4 (" in out and "  - aggregate job 1: wait for bitmap 0xf" in out
@@ -293,7 +296,8 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     assert "s8 (" in out and "route 10.0.0.3/32 -> port 2" in out and "ECN: off" in out
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert ["1", "0", "0", "0", "0", "2"] in rows and ["2", "3", "480", "0", "0", "0"] in rows
-    assert "aggregation packets: held 0, emitted 0, duplicate 4, busy 0, foreign 0" in out
+    assert "aggregation packets: held 0, emitted 0, duplicate 4, stale 0, malformed 0" in out
+    assert "slot pool: 0 of 256 cells used by 0 job(s)" in out
 
 
 def test_cli_errors_are_one_line(server: FakeP4RuntimeServer, tmp_path: Path,
@@ -339,6 +343,21 @@ def test_cli_dry_run_from_empty_contacts_nobody(capsys: pytest.CaptureFixture[st
                  "--strategy", "top", "-k", "1", "--dry-run", "--from-empty"]) == 0
     out = capsys.readouterr().out
     assert "job 2: top, k = 1: blue s1" in out
-    assert "  + aggregate job 2: wait for bitmap 0xff (8 workers), slots 0..3" in out
+    assert "  + aggregate job 2: wait for bitmap 0xff (8 workers), slots 0..15" in out
     assert "  ~ (the program's default)  =>  ECN: mark CE at queue depth >= 20" in out
-    assert "would write 271 entries" in out
+    assert "would write 286 entries" in out
+
+
+def test_cli_deploy_keeps_the_slots_a_job_holds(server: FakeP4RuntimeServer, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Job 2 streams; job 1 (a lower id) is admitted: job 2's cells must not move."""
+    topo = _remote_topology(tmp_path, server)
+    one, two = ROOT / "examples" / "workload-bt15.json", ROOT / "examples" / \
+        "workload-bt15-half.json"
+    base = ["deploy", "--topology", str(topo), "-k", "4", "--strategy", "all-blue"]
+    assert main([*base, "--workload", str(two)]) == 0
+    capsys.readouterr()
+    assert main([*base, "--workload", str(one), "--workload", str(two)]) == 0
+    out = capsys.readouterr().out
+    assert "aggregate job 2" not in out  # not one of job 2's entries was touched
+    assert "  + aggregate job 1: wait for bitmap 0x3 (2 workers), slots 16..31" in out

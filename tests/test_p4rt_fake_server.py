@@ -63,12 +63,14 @@ def lpm_entry(value: bytes, plen: int, params: list[tuple[int, bytes]] | None = 
     return te
 
 
-def agg_entry(job: bytes, expected: bytes = b"\x03", base: bytes = b"\x00") -> Any:
+def agg_entry(job: bytes, expected: bytes = b"\x03", base: bytes = b"\x00",
+              slots: bytes = b"\x10") -> Any:
     te = p4runtime_pb2.TableEntry(table_id=AGG.id)
     te.match.add(field_id=AGG.match_fields[0].id).exact.value = job
     te.action.action.action_id = AGGA.id
     te.action.action.params.add(param_id=AGGA.params[0].id, value=expected)
     te.action.action.params.add(param_id=AGGA.params[1].id, value=base)
+    te.action.action.params.add(param_id=AGGA.params[2].id, value=slots)
     return te
 
 
@@ -201,7 +203,8 @@ def test_only_the_primary_writes(server: FakeP4RuntimeServer, client: SwitchClie
         assert reader.read_entries((it.T_AGG,)) == []  # reading is fine
         with pytest.raises(SwitchError, match=r"switch s1 .*PERMISSION_DENIED"):
             reader.write("insert", [it.Entry(it.T_AGG, (it.Match("job", 1),), it.A_AGGREGATE,
-                                             (("expected", 1), ("slot_base", 0)))])
+                                             (("expected", 1), ("slot_base", 0),
+                                                              ("slots", 16)))])
         with pytest.raises(SwitchError, match="PERMISSION_DENIED"):
             reader.set_pipeline(PIPE)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller import routing
-from controller.aggpacket import SLOTS_PER_JOB
+from controller.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
 from controller.errors import InputError
 from controller.p4rt import intent as it
 from controller.soar.baselines import STRATEGIES
@@ -263,10 +263,11 @@ def test_entries_of_a_switch() -> None:
     assert h1.params == (("dst_mac", 0x080000000002), ("port", 2))
     agg = [e for e in entries if e.table == it.T_AGG]
     assert agg == [it.Entry(it.T_AGG, (it.Match("job", 1),), it.A_AGGREGATE,
-                            (("expected", 0xF), ("slot_base", 0)))]
-    assert entries[-1] == it.Entry(it.T_ECN, (), it.A_ECN_ON, (("threshold", 30),),
+                            (("expected", 0xF), ("slot_base", 0), ("slots", 16)))]
+    assert entries[-2] == it.Entry(it.T_ECN, (), it.A_ECN_ON, (("threshold", 30),),
                                    default=True)
-    assert it.derive(BT15, [wl(BT15, ["h1"])], ecn_threshold=None).entries()["s1"][-1] \
+    assert entries[-1] == it.Entry(it.T_FAULT, (), it.A_NO_FAULT, (), default=True)
+    assert it.derive(BT15, [wl(BT15, ["h1"])], ecn_threshold=None).entries()["s1"][-2] \
         == it.Entry(it.T_ECN, (), it.A_ECN_OFF, (), default=True)
 
 
@@ -275,23 +276,65 @@ def test_several_jobs_get_their_own_slots() -> None:
             for j in (9, 3, 5)]
     intent = it.network_intent(BT15, jobs)
     roles = intent.switches["s4"].aggregations
-    assert [(r.job, r.slot_base) for r in roles] == [(3, 0), (5, SLOTS_PER_JOB),
-                                                     (9, 2 * SLOTS_PER_JOB)]
+    n = DEFAULT_JOB_SLOTS
+    assert [(r.job, r.slot_base, r.slots) for r in roles] == [(3, 0, n), (5, n, n),
+                                                              (9, 2 * n, n)]
     with pytest.raises(InputError, match="job 9 appears twice"):
         it.network_intent(BT15, [*jobs, jobs[0]])
-    many = [it.plan_job(BT15, wl(BT15, ["h1"], job=j), blue=[]) for j in range(17)]
-    with pytest.raises(InputError, match="at most 16 jobs"):
+    many = [it.plan_job(BT15, wl(BT15, ["h1"], job=j), blue=["s4"])
+            for j in range(SLOTS // n + 1)]
+    with pytest.raises(InputError, match=r"switch s4: job 16 needs 16 slots but the pool of "
+                                         r"256 has 0 free"):
         it.network_intent(BT15, many)
     with pytest.raises(InputError, match="ECN threshold"):
         it.network_intent(BT15, jobs[:1], ecn_threshold=1 << 19)
+    with pytest.raises(InputError, match="drop probability"):
+        it.network_intent(BT15, jobs[:1], drop_probability=1.5)
+
+
+def test_slot_bases_do_not_move_when_jobs_come_and_go() -> None:
+    def plan(j: int, slots: int = DEFAULT_JOB_SLOTS) -> it.JobPlan:
+        w = it.workload_from_dict({"job": j, "workers": ["h1", "h2"], "slots": slots}, BT15)
+        return it.plan_job(BT15, w, blue=["s4"])
+
+    def bases(intent: it.NetworkIntent) -> dict[int, tuple[int, int]]:
+        return it.held_slots(intent.entries())["s4"]
+
+    first = it.network_intent(BT15, [plan(5), plan(7), plan(9)])
+    assert bases(first) == {5: (0, 16), 7: (16, 16), 9: (32, 16)}
+    # job 7 leaves, job 2 (a lower id: it would take rank 0) and job 3 with 8 cells come
+    second = it.network_intent(BT15, [plan(5), plan(9), plan(2), plan(3, 8)],
+                               held=it.held_slots(first.entries()))
+    assert bases(second) == {5: (0, 16), 9: (32, 16), 2: (16, 16), 3: (48, 8)}
+    # without what the switch holds, first fit by job id would move job 5 and job 9
+    assert it.network_intent(BT15, [plan(5), plan(9), plan(2)]).switches["s4"] \
+        .aggregations[0].slot_base == 0
+    third = it.network_intent(BT15, [plan(9), plan(3, 8)], held=it.held_slots(second.entries()))
+    assert bases(third) == {9: (32, 16), 3: (48, 8)}
+    assert third.switches["s4"].pool_use() == 24
+    # a job whose size changes is moved to a range that fits
+    fourth = it.network_intent(BT15, [plan(9, 32)], held=it.held_slots(third.entries()))
+    assert bases(fourth) == {9: (0, 32)}
+    # a job that cannot fit anywhere is refused with the pool's state
+    with pytest.raises(InputError, match="switch s4: job 4 needs 256 slots but the pool of 256 "
+                                         "has 240 free and no free range that long"):
+        it.network_intent(BT15, [plan(9), plan(4, 256)], held=it.held_slots(third.entries()))
+
+
+def test_fault_injection_entry() -> None:
+    jp = it.plan_job(BT15, wl(BT15, ["h1"]), blue=[])
+    e = it.network_intent(BT15, [jp], drop_probability=0.05).entries()["s1"][-1]
+    assert e == it.Entry(it.T_FAULT, (), it.A_DROP, (("share", 3277),), default=True)
+    assert it.describe(e) == "fault injection: drop 5.00% of aggregation packets"
 
 
 def test_describe_reads_well() -> None:
     intent = it.derive(BT15, [wl(BT15, all_workers(BT15))], "soar", 4)
     text = [it.describe(e) for e in intent.entries()["s4"]]
     assert "route 10.0.0.3/32 -> port 2 (dst mac 08:00:00:00:00:02)" in text
-    assert "aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..3" in text
-    assert text[-1] == "ECN: mark CE at queue depth >= 20"
+    assert "aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" in text
+    assert text[-2] == "ECN: mark CE at queue depth >= 20"
+    assert text[-1] == "fault injection: off"
     other = it.Entry("t", (it.Match("f", 10),), "a", (("x", 1),))
     assert it.describe(other) == "t [f=0xa] -> a(x=1)"
 

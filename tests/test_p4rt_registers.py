@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from controller.aggpacket import SLOTS, SLOTS_PER_JOB, VECTOR_LEN
+from controller.aggpacket import DEFAULT_JOB_SLOTS, SLOTS, VECTOR_LEN
 from controller.p4rt import intent as it
 from controller.p4rt.registers import clean_commands, slot_registers, stale_slots
 from controller.p4rt.schema import load_pipeline
@@ -12,9 +12,9 @@ from controller.p4rt.schema import load_pipeline
 PIPE = load_pipeline()
 
 
-def agg(job: int, base: int) -> it.Entry:
+def agg(job: int, base: int, slots: int = 4) -> it.Entry:
     return it.Entry(it.T_AGG, (it.Match("job", job),), it.A_AGGREGATE,
-                    (("expected", 3), ("slot_base", base)))
+                    (("expected", 3), ("slot_base", base), ("slots", slots)))
 
 
 def test_slots_of_deleted_or_changed_aggregation_entries() -> None:
@@ -37,4 +37,5 @@ def test_every_per_slot_cell_of_the_program_and_nothing_else() -> None:
     values = next(a for a in arrays if a.width == VECTOR_LEN)
     cells = sorted(int(c.split()[2]) for c in cmds if c.split()[1] == values.name)
     assert cells == list(range(5 * VECTOR_LEN, 6 * VECTOR_LEN))
-    assert len(clean_commands(arrays, stale_slots([agg(1, 4)]))) == SLOTS_PER_JOB * sum(widths)
+    assert len(clean_commands(arrays, stale_slots([agg(1, 4, DEFAULT_JOB_SLOTS)]))) == \
+        DEFAULT_JOB_SLOTS * sum(widths)

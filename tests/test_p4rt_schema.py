@@ -33,12 +33,15 @@ def test_the_names_the_intent_uses_exist_with_the_widths_it_assumes() -> None:
     assert [(f.bitwidth, f.match_type) for f in agg.match_fields] == [(16, "exact")]
     assert SCHEMA.table(it.T_ECN).keyless
     widths = {a: [(p.name, p.bitwidth) for p in SCHEMA.action(a).params]
-              for a in (it.A_FORWARD, it.A_AGGREGATE, it.A_ECN_ON, it.A_ECN_OFF)}
+              for a in (it.A_FORWARD, it.A_AGGREGATE, it.A_ECN_ON, it.A_ECN_OFF, it.A_DROP,
+                        it.A_NO_FAULT)}
     assert widths == {it.A_FORWARD: [("dst_mac", 48), ("port", 9)],
-                      it.A_AGGREGATE: [("expected", 32), ("slot_base", 16)],
-                      it.A_ECN_ON: [("threshold", 19)], it.A_ECN_OFF: []}
+                      it.A_AGGREGATE: [("expected", 32), ("slot_base", 16), ("slots", 16)],
+                      it.A_ECN_ON: [("threshold", 19)], it.A_ECN_OFF: [],
+                      it.A_DROP: [("share", 16)], it.A_NO_FAULT: []}
+    assert SCHEMA.table(it.T_FAULT).keyless
     for name, size in (("port_in", 512), ("port_out", 512), ("ecn_marked", 512),
-                       ("agg_events", 8)):
+                       ("agg_events", 16)):
         assert SCHEMA.counter(name).size == size
     # full names resolve too, and aliases are what reads report
     full = SCHEMA.table(it.T_ROUTES).name
@@ -130,5 +133,5 @@ def test_counter_read_entities() -> None:
     assert ent.counter_entry.counter_id == SCHEMA.counter("ecn_marked").id
     assert ent.counter_entry.index.index == 3
     assert not encode.read_counter(SCHEMA, "ecn_marked").counter_entry.HasField("index")
-    with pytest.raises(InputError, match=r"indices 0..7"):
-        encode.read_counter(SCHEMA, "agg_events", 8)
+    with pytest.raises(InputError, match=r"indices 0..15"):
+        encode.read_counter(SCHEMA, "agg_events", 16)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from controller.aggpacket import AGG_UDP_PORT
+from controller.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
 from controller.argtypes import SEED, K, float_in, int_in
 from controller.errors import InputError
 from controller.jsonout import print_json
@@ -27,8 +27,10 @@ from controller.p4rt.intent import (
     DEFAULT_TABLES,
     MANAGED_TABLES,
     Entry,
+    Held,
     NetworkIntent,
     describe,
+    held_slots,
     load_workload,
     network_intent,
     plan_job,
@@ -40,7 +42,7 @@ from controller.soar.model import natural_key, phi
 from controller.table import format_table
 from controller.topology import Topology, load_topology
 
-AGG_EVENT_NAMES = ("held", "emitted", "duplicate", "busy", "foreign")
+AGG_EVENT_NAMES = EVENT_NAMES
 
 
 _threshold = int_in(0, 2**19 - 1)  # the program compares it with enq_qdepth, a bit<19>
@@ -181,19 +183,26 @@ def _pipeline(args: argparse.Namespace) -> Pipeline:
     return load_pipeline(args.p4info, args.bmv2_json)
 
 
-def build_intent(args: argparse.Namespace, topo: Topology) -> NetworkIntent:
+def build_intent(args: argparse.Namespace, topo: Topology, held: Held | None = None
+                 ) -> NetworkIntent:
+    """`held`: the slot ranges the switches' aggregation entries hold now; jobs that stay
+    keep theirs (their cells may hold live sums)."""
     workloads = [load_workload(p, topo) for p in args.workload or ()]
     jobs = [plan_job(topo, w, args.strategy, args.k, seed=args.seed) for w in workloads]
     threshold = None if args.no_ecn else args.ecn_threshold
-    return network_intent(topo, jobs, threshold)
+    return network_intent(topo, jobs, threshold, held=held)
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     if args.from_empty and not args.dry_run:
         raise InputError("--from-empty only goes with --dry-run")
     topo = load_topology(args.topology)
-    intent = build_intent(args, topo)
     pipeline = _pipeline(args)
+    held = None
+    if not args.from_empty:
+        now = status(switch_addresses(topo), pipeline)
+        held = held_slots({s: st.entries for s, st in now.items() if st.runs_ours})
+    intent = build_intent(args, topo, held)
     jobs: list[dict[str, Any]] = []
     for jp in intent.jobs:
         red = phi(jp.tree, [])
@@ -317,6 +326,10 @@ def print_status(st: SwitchStatus) -> None:
     print(f"{st.switch} ({st.address}): {len(st.entries)} entries")
     for e in st.entries:
         print(f"  {describe(e)}")
+    pool = held_slots({st.switch: st.entries}).get(st.switch, {})
+    used = sum(n for _, n in pool.values())
+    print(f"  slot pool: {used} of {SLOTS} cells used by {len(pool)} job(s)"
+          + "".join(f"; job {j}: {b}..{b + n - 1}" for j, (b, n) in sorted(pool.items())))
     rows = port_rows(st.counters)
     if rows:
         print(format_table(["port", "in pkts", "in bytes", "out pkts", "out bytes", "CE marked"],

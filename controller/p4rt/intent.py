@@ -20,13 +20,13 @@ packet carrying the OR of theirs. Bitmaps make duplicates detectable by overlap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from controller.aggpacket import MAX_JOBS, MAX_WORKERS, SLOTS_PER_JOB, VECTOR_LEN
+from controller.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN
 from controller.errors import InputError, read_json
 from controller.p4rt.schema import int_to_ip, int_to_mac, ip_to_int, mac_to_int
 from controller.routing import next_hops
@@ -38,8 +38,10 @@ from controller.topology import Topology
 T_ROUTES, A_FORWARD = "ipv4_lpm", "ipv4_forward"
 T_AGG, A_AGGREGATE = "agg_job", "aggregate"
 T_ECN, A_ECN_ON, A_ECN_OFF = "ecn_config", "set_ecn_threshold", "ecn_off"
+T_FAULT, A_DROP, A_NO_FAULT = "agg_fault", "drop_share", "no_fault"
 MANAGED_TABLES = (T_ROUTES, T_AGG)    # the controller owns every entry of these
-DEFAULT_TABLES = (T_ECN,)             # the controller sets their default action
+DEFAULT_TABLES = (T_ECN, T_FAULT)     # the controller sets their default action
+DROP_SCALE = 1 << 16  # agg_fault's share: drop when random(0..65535) < share
 
 DEFAULT_ECN_THRESHOLD = 20  # packets of enq_qdepth; what the measurements here used
 
@@ -89,6 +91,7 @@ class Workload:
     workers: tuple[str, ...]
     vector_len: int = VECTOR_LEN
     source: str | None = field(default=None, compare=False)
+    slots: int = DEFAULT_JOB_SLOTS  # cells of every blue switch's pool: a window of slots / 2
 
     def bit(self, worker: str) -> int:
         return 1 << self.workers.index(worker)
@@ -103,7 +106,7 @@ def workload_from_dict(data: Any, topology: Topology, *, source: str | None = No
     if not isinstance(data, dict):
         raise InputError('a workload is a JSON object {"job", "workers", "destination"}',
                          source=source)
-    unknown = set(data) - {"job", "destination", "workers", "vector_len", "comment"}
+    unknown = set(data) - {"job", "destination", "workers", "vector_len", "slots", "comment"}
     if unknown:
         raise InputError(f"unknown field(s): {', '.join(sorted(unknown))}", source=source)
     job = data.get("job")
@@ -134,7 +137,11 @@ def workload_from_dict(data: Any, topology: Topology, *, source: str | None = No
     if isinstance(vlen, bool) or not isinstance(vlen, int) or not 1 <= vlen <= VECTOR_LEN:
         raise InputError(f"vector_len must be an integer in 1..{VECTOR_LEN} (packets carry "
                          f"{VECTOR_LEN} values), got {vlen!r}", source=source)
-    return Workload(job, destination, tuple(workers), vlen, source)
+    slots = data.get("slots", DEFAULT_JOB_SLOTS)
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 2 <= slots <= SLOTS:
+        raise InputError(f"slots must be an integer in 2..{SLOTS} (a switch's pool), got "
+                         f"{slots!r}", source=source)
+    return Workload(job, destination, tuple(workers), vlen, source, slots)
 
 
 def load_workload(path: str | Path, topology: Topology) -> Workload:
@@ -273,13 +280,15 @@ def plan_job(topo: Topology, workload: Workload, strategy: str = "soar", k: int 
 
 @dataclass(frozen=True, slots=True)
 class AggRole:
-    """Switch is blue for `job`: it waits for `expected` (bitmap), `fan_in` packets a round."""
+    """Switch is blue for `job`: it waits for `expected` (bitmap), `fan_in` packets a chunk,
+    in cells slot_base .. slot_base + slots - 1 of its pool."""
 
     job: int
     expected: int
     slot_base: int
     fan_in: int
     workers: tuple[str, ...]
+    slots: int = DEFAULT_JOB_SLOTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +297,7 @@ class SwitchIntent:
     routes: tuple[Route, ...]
     aggregations: tuple[AggRole, ...]
     ecn_threshold: int | None
+    drop_probability: float = 0.0
 
     def entries(self) -> tuple[Entry, ...]:
         """The table entries that hold this intent (routes, aggregation, ECN default)."""
@@ -295,16 +305,32 @@ class SwitchIntent:
                      (("dst_mac", mac_to_int(r.mac)), ("port", r.port)))
                for r in self.routes]
         out += [Entry(T_AGG, (Match("job", a.job),), A_AGGREGATE,
-                      (("expected", a.expected), ("slot_base", a.slot_base)))
+                      (("expected", a.expected), ("slot_base", a.slot_base),
+                       ("slots", a.slots)))
                 for a in self.aggregations]
         out.append(ecn_entry(self.ecn_threshold))
+        out.append(fault_entry(self.drop_probability))
         return tuple(out)
+
+    def pool_use(self) -> int:
+        """Cells of the switch's slot pool its aggregation entries hold."""
+        return sum(a.slots for a in self.aggregations)
 
 
 def ecn_entry(threshold: int | None) -> Entry:
     if threshold is None:
         return Entry(T_ECN, (), A_ECN_OFF, (), default=True)
     return Entry(T_ECN, (), A_ECN_ON, (("threshold", threshold),), default=True)
+
+
+def fault_entry(probability: float) -> Entry:
+    """agg_fault's default: drop this share of the aggregation packets (0: off)."""
+    if not 0.0 <= probability <= 1.0:
+        raise InputError(f"drop probability must be in 0..1, got {probability}")
+    threshold = min(DROP_SCALE - 1, round(probability * DROP_SCALE))
+    if threshold == 0:
+        return Entry(T_FAULT, (), A_NO_FAULT, (), default=True)
+    return Entry(T_FAULT, (), A_DROP, (("share", threshold),), default=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -318,19 +344,63 @@ class NetworkIntent:
         return {s: i.entries() for s, i in self.switches.items()}
 
 
-def slot_bases(jobs: Iterable[int]) -> dict[int, int]:
-    """Register slots per job: jobs in increasing id, SLOTS_PER_JOB each, the same on every
-    switch (so a job's slots read the same everywhere)."""
-    ordered = sorted(set(jobs))
-    if len(ordered) > MAX_JOBS:
-        raise InputError(f"at most {MAX_JOBS} jobs at once (register slots), got "
-                         f"{len(ordered)}")
-    return {job: i * SLOTS_PER_JOB for i, job in enumerate(ordered)}
+Held = Mapping[str, Mapping[int, tuple[int, int]]]  # switch -> job -> (slot_base, slots)
+
+
+def held_slots(entries: Mapping[str, Iterable[Entry]]) -> dict[str, dict[int, tuple[int, int]]]:
+    """What the switches' agg_job entries allocate now: the input that keeps bases stable."""
+    out: dict[str, dict[int, tuple[int, int]]] = {}
+    for sw, es in entries.items():
+        for e in es:
+            if e.table == T_AGG and e.action == A_AGGREGATE and len(e.match) == 1:
+                p = dict(e.params)
+                out.setdefault(sw, {})[e.match[0].value] = (p.get("slot_base", 0),
+                                                           p.get("slots", DEFAULT_JOB_SLOTS))
+    return out
+
+
+def allocate_slots(demand: Mapping[int, int], held: Mapping[int, tuple[int, int]] | None = None,
+                   *, switch: str = "?", pool: int = SLOTS) -> dict[int, int]:
+    """Cells for each job on one switch: job -> slot_base, given job -> cells wanted.
+
+    A job that already holds a range of the size it wants keeps it (its live cells never move
+    when another job is admitted or released); the others, in job order, take the lowest free
+    range that fits (first fit). A job that does not fit is refused with the pool's state.
+    """
+    held = held or {}
+    bases: dict[int, int] = {}
+    used: list[tuple[int, int]] = []
+    for job in sorted(demand):
+        h = held.get(job)
+        if h is not None and h[1] == demand[job] and h[0] + h[1] <= pool and all(
+                h[0] + h[1] <= b or b + n <= h[0] for b, n in used):
+            bases[job] = h[0]
+            used.append(h)
+    for job in sorted(demand):
+        if job in bases:
+            continue
+        need = demand[job]
+        start = 0
+        for b, n in sorted(used):
+            if b - start >= need:
+                break
+            start = max(start, b + n)
+        if start + need > pool:
+            free = pool - sum(n for _, n in used)
+            raise InputError(f"switch {switch}: job {job} needs {need} slots but the pool of "
+                             f"{pool} has {free} free and no free range that long (jobs "
+                             f"{', '.join(map(str, sorted(bases))) or 'none'} hold the rest)")
+        bases[job] = start
+        used.append((start, need))
+    return bases
 
 
 def network_intent(topo: Topology, jobs: Sequence[JobPlan],
-                   ecn_threshold: int | None = DEFAULT_ECN_THRESHOLD) -> NetworkIntent:
-    """Routes for all hosts everywhere; an aggregation entry where a job's plan is blue."""
+                   ecn_threshold: int | None = DEFAULT_ECN_THRESHOLD, *,
+                   held: Held | None = None, drop_probability: float = 0.0) -> NetworkIntent:
+    """Routes for all hosts everywhere; an aggregation entry where a job's plan is blue, its
+    cells allocated per switch (`held`: what the switches hold now, kept where it is);
+    `drop_probability`: the data-plane fault injection, for tests and experiments."""
     seen: dict[int, str | None] = {}
     for jp in jobs:
         if jp.workload.job in seen:
@@ -339,7 +409,6 @@ def network_intent(topo: Topology, jobs: Sequence[JobPlan],
     if ecn_threshold is not None and not 0 <= ecn_threshold < 1 << 19:
         raise InputError(f"ECN threshold must be in 0..{(1 << 19) - 1} packets, got "
                          f"{ecn_threshold}")
-    bases = slot_bases(seen)
     all_routes = routes(topo)
     roles: dict[str, list[AggRole]] = {s: [] for s in topo.switches}
     for jp in jobs:
@@ -348,10 +417,14 @@ def network_intent(topo: Topology, jobs: Sequence[JobPlan],
             if not workers:  # a blue switch with no load below sends nothing: no entry
                 continue
             roles[b].append(AggRole(jp.workload.job, sum(jp.workload.bit(w) for w in workers),
-                                    bases[jp.workload.job], jp.fan_in(b), workers))
+                                    0, jp.fan_in(b), workers, jp.workload.slots))
+    for s, rs in roles.items():
+        bases = allocate_slots({r.job: r.slots for r in rs}, (held or {}).get(s), switch=s)
+        roles[s] = [replace(r, slot_base=bases[r.job]) for r in rs]
+    fault_entry(drop_probability)  # refuses a bad probability before anything is built
     switches = {
         s: SwitchIntent(s, all_routes[s], tuple(sorted(roles[s], key=lambda a: a.job)),
-                        ecn_threshold)
+                        ecn_threshold, drop_probability)
         for s in sorted(topo.switches, key=natural_key)
     }
     return NetworkIntent(switches, tuple(jobs))
@@ -359,10 +432,10 @@ def network_intent(topo: Topology, jobs: Sequence[JobPlan],
 
 def derive(topo: Topology, workloads: Sequence[Workload], strategy: str = "soar",
            k: int | None = None, *, ecn_threshold: int | None = DEFAULT_ECN_THRESHOLD,
-           seed: int = 0) -> NetworkIntent:
+           seed: int = 0, held: Held | None = None) -> NetworkIntent:
     """One call from files to intent: plan every workload with `strategy`, then the entries."""
     return network_intent(topo, [plan_job(topo, w, strategy, k, seed=seed) for w in workloads],
-                          ecn_threshold)
+                          ecn_threshold, held=held)
 
 
 def describe(entry: Entry) -> str:
@@ -375,13 +448,20 @@ def describe(entry: Entry) -> str:
     if entry.table == T_AGG and entry.action == A_AGGREGATE and len(entry.match) == 1:
         expected = p.get("expected", 0)
         base = p.get("slot_base", 0)
+        n = p.get("slots", DEFAULT_JOB_SLOTS)
         return (f"aggregate job {entry.match[0].value}: wait for bitmap {expected:#x} "
-                f"({bin(expected).count('1')} workers), slots {base}..{base + SLOTS_PER_JOB - 1}")
+                f"({bin(expected).count('1')} workers), slots {base}..{base + n - 1}")
     if entry.table == T_ECN and entry.default:
         if entry.action == A_ECN_ON:
             return f"ECN: mark CE at queue depth >= {p.get('threshold')}"
         if entry.action == A_ECN_OFF:
             return "ECN: off"
+    if entry.table == T_FAULT and entry.default:
+        if entry.action == A_DROP:
+            return (f"fault injection: drop {p.get('share', 0) / DROP_SCALE:.2%} of "
+                    "aggregation packets")
+        if entry.action == A_NO_FAULT:
+            return "fault injection: off"
     match = ", ".join(f"{m.field}={m.value:#x}" + (f"/{m.prefix_len}" if m.prefix_len is not None
                                                     else "") for m in entry.match)
     args = ", ".join(f"{k}={v}" for k, v in entry.params)

@@ -1,6 +1,6 @@
 """Aggregation registers put back to their power-on state where a plan change needs it.
 
-A job's aggregation entry names its register slots (slot_base .. slot_base + SLOTS_PER_JOB - 1).
+A job's aggregation entry names its register cells (slot_base .. slot_base + slots - 1).
 When that entry is deleted or changed (other expected bitmap, other slots), whatever those
 slots hold belongs to the old plan: a half-merged round would keep waiting for contributors
 the new plan no longer sends through this switch, or make a new job's first packets look like
@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from controller.aggpacket import SLOTS, SLOTS_PER_JOB
+from controller.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
 from controller.p4rt.intent import T_AGG, Entry
 
 
@@ -48,9 +48,10 @@ def stale_slots(changed: Iterable[Entry]) -> tuple[int, ...]:
     or modify): their contents belong to a plan that is gone."""
     out: set[int] = set()
     for e in changed:
-        base = dict(e.params).get("slot_base") if e.table == T_AGG and not e.default else None
+        params = dict(e.params) if e.table == T_AGG and not e.default else {}
+        base = params.get("slot_base")
         if base is not None:
-            out.update(range(base, min(base + SLOTS_PER_JOB, SLOTS)))
+            out.update(range(base, min(base + params.get("slots", DEFAULT_JOB_SLOTS), SLOTS)))
     return tuple(sorted(out))
 
 

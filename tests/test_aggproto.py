@@ -1,0 +1,246 @@
+"""The protocol's state machines (controller/aggproto.py) through a simulated lossy network.
+
+An independent oracle: the exact per-chunk sum computed here from the workers' vectors. The
+network drops, duplicates (some copies very late, after the slot was reused) and reorders
+packets on every hop, a worker may stall and resume, and the tree mixes blue and red
+switches, several blue ones on one path. Whatever happens, every worker ends with every
+chunk's exact sum counted once per worker, and the run completes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller import aggpacket as ap
+from controller.aggproto import (
+    Destination,
+    JobEntry,
+    SwitchModel,
+    Worker,
+    newer,
+)
+
+JOB = 7
+
+
+@dataclass
+class Topo:
+    parent: dict[int, int]      # switch -> parent switch (-1: the destination is above it)
+    attach: list[int]           # worker -> its switch
+    blue: set[int]
+
+    def path_up(self, s: int) -> list[int]:
+        out = [s]
+        while self.parent[out[-1]] != -1:
+            out.append(self.parent[out[-1]])
+        return out
+
+    def subtree_workers(self, s: int) -> int:
+        return ap.worker_bitmap(w for w, a in enumerate(self.attach) if s in self.path_up(a))
+
+
+@dataclass
+class Net:
+    topo: Topo
+    rng: random.Random
+    loss: float
+    dup: float
+    late: float
+    switches: dict[int, SwitchModel]
+    heap: list[tuple[float, int, tuple[object, ...]]] = field(default_factory=list)
+    seq: int = 0
+    delivered: int = 0
+
+    def hop(self, now: float, target: tuple[object, ...]) -> None:
+        """One link: lost, delayed with jitter (reordering), sometimes duplicated (a copy
+        may be very late)."""
+        if self.rng.random() < self.loss:
+            return
+        copies = [now + 0.001 + self.rng.random() * 0.004]
+        if self.rng.random() < self.dup:
+            extra = self.rng.random() * (self.late if self.rng.random() < 0.3 else 0.01)
+            copies.append(copies[0] + extra)
+        for t in copies:
+            self.seq += 1
+            heapq.heappush(self.heap, (t, self.seq, target))
+
+
+def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, seed: int,
+             stall: tuple[int, float, float] | None) -> tuple[list[Worker], Destination,
+                                                                dict[int, SwitchModel],
+                                                                list[list[int]]]:
+    rng = random.Random(seed)
+    n = len(topo.attach)
+    slots = 2 * window
+    first = rng.choice([0, 2**32 - 10 * n_chunks - 1, rng.randrange(1 << 31)])
+    vectors = [[[rng.randint(-1000, 1000) for _ in range(ap.VECTOR_LEN)]
+                for _ in range(n_chunks)] for _ in range(n)]
+    switches = {}
+    base = 0
+    for s in topo.parent:
+        entries = {}
+        if s in topo.blue and topo.subtree_workers(s):
+            base = (base + 37) % (ap.SLOTS - slots)
+            entries[JOB] = JobEntry(topo.subtree_workers(s), base, slots)
+        switches[s] = SwitchModel(entries)
+    workers = [Worker(JOB, i, vectors[i], window, slots, first, rto=0.2, min_rto=0.05,
+                      max_rto=1.0) for i in range(n)]
+    dest = Destination(JOB, n, n_chunks, first)
+    net = Net(topo, rng, loss, dup, late=0.5, switches=switches)
+    now = 0.0
+    poll_at: dict[int, float] = {}
+
+    def schedule(i: int, t: float) -> None:
+        """One pending poll per worker: the earliest one wins, stale ones are skipped."""
+        if i not in poll_at or t < poll_at[i]:
+            poll_at[i] = t
+            net.seq += 1
+            heapq.heappush(net.heap, (t, net.seq, ("poll", i, t)))
+
+    for w in workers:
+        schedule(w.index, 0.0)
+    steps = 0
+    while net.heap and not (all(w.done for w in workers) and dest.done):
+        steps += 1
+        assert steps < 2_000_000, "the simulation does not converge"
+        now, _, ev = heapq.heappop(net.heap)
+        kind = ev[0]
+        if kind == "poll":
+            i = int(ev[1])  # type: ignore[call-overload]
+            if poll_at.get(i) != ev[2]:
+                continue
+            del poll_at[i]
+            w = workers[i]
+            if stall and stall[0] == i and stall[1] <= now < stall[2]:
+                schedule(i, stall[2])
+                continue
+            for pkt in w.poll(now):
+                net.hop(now, ("up", topo.attach[i], pkt))
+            nxt = w.next_deadline()
+            if nxt is not None and not w.done:
+                schedule(i, max(nxt, now + 1e-4))
+        elif kind == "up":
+            s, pkt = ev[1], ev[2]
+            out = switches[s].process(pkt)  # type: ignore[index, arg-type]
+            if out.packet is not None:
+                p = topo.parent[s]  # type: ignore[index]
+                net.hop(now, ("up", p, out.packet) if p != -1 else ("dest", out.packet))
+        elif kind == "dest":
+            for wi, res in dest.receive(ev[1], now=now):  # type: ignore[arg-type]
+                net.hop(now, ("down", wi, topo.path_up(topo.attach[wi])[::-1], 0, res))
+        elif kind == "down":
+            wi, path, k, pkt = ev[1], ev[2], ev[3], ev[4]
+            if k < len(path):  # type: ignore[arg-type]
+                out = switches[path[k]].process(pkt)  # type: ignore[index]
+                assert out.packet == pkt  # results pass every switch unchanged
+                net.hop(now, ("down", wi, path, k + 1, pkt))  # type: ignore[operator]
+            else:
+                w = workers[wi]  # type: ignore[call-overload]
+                w.receive(pkt, now)  # type: ignore[arg-type]
+                schedule(wi, now)  # type: ignore[arg-type]
+    assert all(w.done for w in workers) and dest.done, "the stream did not complete"
+    exact = [list(ap.wrap_sum(vectors[i][c] for i in range(n))) for c in range(n_chunks)]
+    return workers, dest, switches, exact
+
+
+@st.composite
+def topologies(draw: st.DrawFn) -> Topo:
+    n_sw = draw(st.integers(1, 6))
+    parent = {0: -1}
+    for s in range(1, n_sw):
+        parent[s] = draw(st.integers(0, s - 1))
+    n_workers = draw(st.integers(1, 6))
+    attach = [draw(st.integers(0, n_sw - 1)) for _ in range(n_workers)]
+    blue = set(draw(st.lists(st.integers(0, n_sw - 1), max_size=n_sw)))
+    return Topo(parent, attach, blue)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topo=topologies(), n_chunks=st.integers(1, 24), window=st.integers(1, 4),
+       loss=st.sampled_from([0.0, 0.05, 0.2, 0.4]), dup=st.sampled_from([0.0, 0.1, 0.4]),
+       seed=st.integers(0, 2**20), stall=st.booleans())
+def test_every_chunk_completes_with_the_exact_sum_counted_once(
+        topo: Topo, n_chunks: int, window: int, loss: float, dup: float, seed: int,
+        stall: bool) -> None:
+    stalled = (0, 0.01, 0.5) if stall else None
+    workers, dest, switches, exact = simulate(topo, n_chunks, window, loss, dup, seed, stalled)
+    n = len(topo.attach)
+    full = (1 << n) - 1
+    for c in range(n_chunks):
+        st_ = dest.state[c]
+        assert (st_.bitmap, st_.count, list(st_.values)) == (full, n, exact[c])
+        for w in workers:
+            r = w.results[c]
+            assert (r.bitmap, r.count, list(r.values), r.overflow) == (full, n, exact[c], False)
+    if loss == 0 and dup == 0 and not stall:
+        # a clean network: nothing retransmitted, nothing stale, every blue switch emits once
+        # per chunk (timers are far above the simulated round trip)
+        assert all(w.retransmissions == 0 for w in workers)
+        for s, sw in switches.items():
+            if sw.entries:
+                assert sw.events["emitted"] == n_chunks, s
+                assert sw.events["duplicate"] == sw.events["stale"] == 0
+
+
+def test_lossless_is_exactly_one_message_per_uplink_per_chunk() -> None:
+    topo = Topo({0: -1, 1: 0, 2: 0}, [1, 1, 2, 2, 0], {1, 2})
+    _workers, dest, switches, _exact = simulate(topo, 10, 3, 0.0, 0.0, 1, None)
+    assert dest.state[0].packets == 3  # s1's sum, s2's sum, the worker on s0 through red s0
+    assert switches[1].events["emitted"] == switches[2].events["emitted"] == 10
+    assert switches[0].events["result"] == 50  # 10 results to each of 5 workers
+
+
+def _entry(expected: int = 0b11) -> SwitchModel:
+    return SwitchModel({1: JobEntry(expected, 4, 4)})
+
+
+def test_switch_model_shadow_copy_and_late_copy() -> None:
+    sw = _entry()
+    a, b = ap.contribution(1, 5, 0, [1] * 32, 4), ap.contribution(1, 5, 1, [2] * 32, 4)
+    assert sw.process(a).event == "held"
+    done = sw.process(b)
+    assert done.event == "emitted" and done.packet is not None
+    assert done.packet.values == (3,) * 32 and done.packet.merged
+    again = sw.process(a)  # a retransmission of a finished chunk: the stored sum again
+    assert again.event == "resent" and again.packet is not None
+    assert again.packet.values == (3,) * 32 and again.packet.flags & ap.FLAG_RESENT
+    nxt = ap.contribution(1, 9, 0, [10] * 32, 4)  # same slot, chunk + slots: reuse
+    assert sw.process(nxt).event == "held"
+    assert sw.process(b).event == "stale"  # a late copy of chunk 5 starts nothing
+    fin = sw.process(ap.contribution(1, 9, 1, [20] * 32, 4))
+    assert fin.packet is not None and fin.packet.values == (30,) * 32
+
+
+def test_switch_model_overflow_ce_and_malformed() -> None:
+    sw = _entry()
+    big = ap.contribution(1, 0, 0, [2**31 - 1] + [0] * 31, 4)
+    assert sw.process(big, ce=True).event == "held"
+    out = sw.process(ap.contribution(1, 0, 1, [1] + [0] * 31, 4))
+    assert out.packet is not None and out.packet.overflow and out.ce
+    assert out.packet.values[0] == -(2**31) and sw.events["overflow"] == 1
+    bad_slot = ap.AggPacket(1, 4, 4, 1, 1, (0,) * 32)  # slot beyond the job's 4
+    foreign = ap.contribution(1, 1, 2, [0], 4)          # worker 2 is not expected here
+    empty = ap.AggPacket(1, 1, 1, 0, 0, (0,) * 32)
+    assert [sw.process(p).event for p in (bad_slot, foreign, empty)] == ["malformed"] * 3
+    assert sw.process(ap.contribution(2, 0, 0, [5], 4)).event is None  # red for job 2
+
+
+def test_another_jobs_cell_is_cleaned_before_reuse() -> None:
+    sw = SwitchModel({1: JobEntry(0b11, 0, 4)})
+    assert sw.process(ap.contribution(1, 100, 0, [9] * 32, 4)).event == "held"
+    sw.entries = {2: JobEntry(0b1, 0, 4)}  # job 1 released, job 2 admitted on its cells
+    out = sw.process(ap.contribution(2, 0, 0, [1] * 32, 4))
+    assert out.event == "emitted" and out.packet is not None
+    assert out.packet.values == (1,) * 32  # nothing of job 1's half-sum is left
+
+
+def test_serial_order_and_window_limits() -> None:
+    assert newer(1, 0) and not newer(0, 1) and newer(0, 2**32 - 1) and not newer(5, 5)
+    with pytest.raises(ValueError, match="window"):
+        Worker(1, 0, [[0]], window=3, slots=4)
