@@ -151,11 +151,11 @@ def test_a_changed_plan_zeroes_the_slots_of_the_old_entry(tree: Tree) -> None:
     # half a round on s2: h1 sent, h2 never does; s2 holds h1's bit in the round's slot
     with in_netns(tree.netns["h1"]):
         ap.send_contribution(HOSTS["h0"][0], 4, 9, WORKERS.index("h1"), VECS["h1"])
-    slot = 9 % 4  # job 4 is the only job: slot_base 0
+    slot = 9 % ap.DEFAULT_JOB_SLOTS  # job 4 is the only job: slot_base 0, cell = chunk % slots
     assert select.select([tree.rx], [], [], 0.4)[0] == []
     assert _bitmap_cell(tree, "s2", slot) == 0b0001
     moved = tree.deploy(["s1", "s3"])  # s2 turns red: its entry and its slots go
-    assert moved.switches["s2"].cleaned_slots == (0, 1, 2, 3)
+    assert moved.switches["s2"].cleaned_slots == tuple(range(ap.DEFAULT_JOB_SLOTS))
     assert moved.switches["s1"].cleaned_slots == moved.switches["s3"].cleaned_slots == ()
     assert _bitmap_cell(tree, "s2", slot) == 0
     tree.deploy(["s1", "s2", "s3"])

@@ -85,8 +85,8 @@ def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> 
         restarted.append(strategy)
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top"), k=4, rounds=2,
-                              progress=False, before_plan=restart_s4)
+    results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top"), k=4,
+                              values=10 * 32, progress=False, before_plan=restart_s4)
     assert restarted == ["top"]
     for r in results:
         assert r.sums_exact, r
