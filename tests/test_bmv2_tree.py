@@ -17,22 +17,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from bmv2_three import HOSTS, WORKERS, three_switch_tree
 
 from controller import aggpacket as ap
 from controller.p4rt import intent as it
-from controller.p4rt.bmv2 import (
-    BMv2Switch,
-    host_namespaces,
-    in_netns,
-    missing_tools,
-    start_switch,
-    veth_links,
-)
+from controller.p4rt.bmv2 import BMv2Switch, in_netns, missing_tools
 from controller.p4rt.client import SwitchAddress, SwitchClient
 from controller.p4rt.deploy import DeployResult, deploy
 from controller.p4rt.schema import load_pipeline
 from controller.p4rt.thrift import run_cli
-from controller.topology import Topology, topology_from_dict
+from controller.topology import Topology
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI", "ip", "sysctl")
 pytestmark = [
@@ -41,9 +35,6 @@ pytestmark = [
 ]
 
 PIPE = load_pipeline()
-HOSTS = {f"h{i}": (f"10.0.0.{i + 2}", f"08:00:00:00:00:{i + 1:02x}") for i in range(5)}
-WORKERS = ["h1", "h2", "h3", "h4"]
-EDGE = {"h0": ("s1", 1), "h1": ("s2", 2), "h2": ("s2", 3), "h3": ("s3", 2), "h4": ("s3", 3)}
 
 
 @dataclass
@@ -79,31 +70,8 @@ class Tree:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tree]:
-    data = {"name": "three", "switches": {"s1": {}, "s2": {}, "s3": {}},
-            "hosts": {h: {"ip": ip, "mac": mac} for h, (ip, mac) in HOSTS.items()},
-            "links": [[h, f"{s}-p{p}"] for h, (s, p) in EDGE.items()]
-            + [["s1-p2", "s2-p1"], ["s1-p3", "s3-p1"]],
-            "aggregation": {"destination": "h0"}}
-    topo = topology_from_dict(data)
-    run = tmp_path_factory.mktemp("bmv2tree")
-    tag = f"{os.getpid() % 100000}"
-    switches: dict[str, BMv2Switch] = {}
-    with host_namespaces(HOSTS, tag) as hosts, veth_links(2, tag) as links:
-        ports: dict[str, dict[int, str]] = {"s1": {}, "s2": {}, "s3": {}}
-        for h, (s, p) in EDGE.items():
-            ports[s][p] = hosts[h].switch_intf
-        (a12, b12), (a13, b13) = links
-        ports["s1"][2], ports["s2"][1], ports["s1"][3], ports["s3"][1] = a12, b12, a13, b13
-        try:
-            for s in ("s1", "s2", "s3"):
-                switches[s] = start_switch(s, run, interfaces=ports[s])
-            with in_netns(hosts["h0"].netns):
-                rx = ap.receiver_socket()
-            with rx:
-                yield Tree(topo, switches, rx, {h: hosts[h].netns for h in hosts})
-        finally:
-            for sw in switches.values():
-                sw.stop()
+    with three_switch_tree(tmp_path_factory.mktemp("bmv2tree")) as net:
+        yield Tree(net.topo, net.switches, net.rx, net.netns)
 
 
 VECS = {h: [(i + 1) * (k + 1) * (-1) ** k for k in range(32)] for i, h in enumerate(WORKERS)}
