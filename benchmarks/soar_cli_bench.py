@@ -18,8 +18,9 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from soar_bench import best_time  # this folder is on sys.path when run as a script
 
 from controller.soar.model import load_tree
 from controller.soar.solver import solve
@@ -27,15 +28,6 @@ from controller.table import format_table
 
 _SCRIPT = Path(sys.executable).parent / "innet"  # the console script a user runs
 INNET = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "controller.cli"]
-
-
-def best_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
