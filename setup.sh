@@ -4,6 +4,10 @@
 # environment in .venv with innet and its test tools. Safe to run again: a second run installs
 # nothing. See `./setup.sh --help` and README.md, "Setting up".
 set -euo pipefail
+# a relative INNET_P4_BUNDLE means relative to where the user stands, not to this folder
+if [ -n "${INNET_P4_BUNDLE:-}" ] && [ "${INNET_P4_BUNDLE#/}" = "$INNET_P4_BUNDLE" ]; then
+  INNET_P4_BUNDLE="$PWD/$INNET_P4_BUNDLE"
+fi
 cd "$(dirname "$0")"
 
 usage() {
