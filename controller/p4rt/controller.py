@@ -232,14 +232,18 @@ def events_to(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(message)s", "%H:%M:%S"))
-    previous = log.level
+    previous, propagated = log.level, log.propagate
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    # the file is the place for them: p4runtime-shell may have given the root logger a
+    # console handler (basicConfig), which would print every event over the run's output
+    log.propagate = False
     try:
         yield
     finally:
         log.removeHandler(handler)
         log.setLevel(previous)
+        log.propagate = propagated
         handler.close()
 
 
