@@ -14,11 +14,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from p4rt_helpers import eventually
 
 from controller.p4rt import intent as it
 from controller.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch
@@ -102,15 +103,6 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
             proc.wait(5)
             return -9
     return int(proc.returncode)
-
-
-def eventually(cond: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return cond()
 
 
 @pytest.fixture(scope="module")

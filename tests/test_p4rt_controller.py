@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from p4rt_helpers import eventually, fake_addresses
 
 from controller.cli import main
 from controller.p4rt import intent as it
@@ -36,7 +37,7 @@ def server() -> Iterator[FakeP4RuntimeServer]:
 
 
 def addrs(srv: FakeP4RuntimeServer) -> dict[str, SwitchAddress]:
-    return {n: SwitchAddress(n, srv.address, i) for i, n in enumerate(NAMES)}
+    return fake_addresses(srv, NAMES)
 
 
 def targets(k: int | None = 4, threshold: int | None = 20) -> dict[str, SwitchTarget]:
@@ -53,15 +54,6 @@ def held(srv: FakeP4RuntimeServer, name: str) -> set[it.Entry]:
 
 def want(t: dict[str, SwitchTarget], name: str) -> set[it.Entry]:
     return {normalise(PIPE.schema, e) for e in t[name].entries}
-
-
-def eventually(cond: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return cond()
 
 
 def no_worker_threads() -> bool:

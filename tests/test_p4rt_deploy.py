@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from p4rt_helpers import fake_addresses
 
 from controller.cli import main
 from controller.p4rt import intent as it
@@ -42,7 +43,7 @@ def server() -> Iterator[FakeP4RuntimeServer]:
 
 
 def addrs(srv: FakeP4RuntimeServer) -> dict[str, SwitchAddress]:
-    return {n: SwitchAddress(n, srv.address, i) for i, n in enumerate(NAMES)}
+    return fake_addresses(srv, NAMES)
 
 
 def intent(k: int | None, topo: Topology = BT15, workers: list[str] = ALL,
