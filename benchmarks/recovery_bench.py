@@ -28,15 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from innet.p4rt import intent as it
+from innet.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch
+from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
+from innet.p4rt.encode import normalise
+from innet.p4rt.schema import load_pipeline
+from innet.topology import load_topology
 
-from controller.p4rt import intent as it  # noqa: E402
-from controller.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch  # noqa: E402
-from controller.p4rt.client import SwitchAddress, SwitchClient, SwitchError  # noqa: E402
-from controller.p4rt.encode import normalise  # noqa: E402
-from controller.p4rt.schema import load_pipeline  # noqa: E402
-from controller.topology import load_topology  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PIPE = load_pipeline()
 
@@ -102,7 +101,7 @@ def main() -> int:
             (run / "workload.json").write_text(json.dumps(workload))
             log = (run / "controller.log").open("wb")
             ctl = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli", "controller", "run", "--topology",
+                [sys.executable, "-m", "innet.cli", "controller", "run", "--topology",
                  str(run / "topo.json"), "--workload", str(run / "workload.json"), "-k",
                  str(args.k)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
             if wait_until(lambda: all(holds(switches[n].address, want[n]) for n in switches),

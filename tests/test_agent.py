@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from controller.emulation.agent import Phase, receive, send
+from innet.emulation.agent import Phase, receive, send
 
 
 def run_pair(tmp_path: Path, tos: int, shift_ms: float = 0.0, *, react: bool = True,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from controller import aggpacket as ap
-from controller.aggproto import Destination, Worker
-from controller.emulation.agghost import chunks_of, digest, expected_digest, worker_tensor
-from controller.emulation.aggregation import Workload, split_workload
-from controller.errors import InputError
+from innet import aggpacket as ap
+from innet.aggproto import Destination, Worker
+from innet.emulation.agghost import chunks_of, digest, expected_digest, worker_tensor
+from innet.emulation.aggregation import Workload, split_workload
+from innet.errors import InputError
 
 
 def test_fixed_point_tensors_sum_to_the_expected_digest_through_the_protocol() -> None:

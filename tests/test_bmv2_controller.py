@@ -19,15 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from innet.p4rt import intent as it
+from innet.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch
+from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
+from innet.p4rt.encode import normalise
+from innet.p4rt.schema import load_pipeline
+from innet.p4rt.thrift import run_cli
+from innet.topology import Topology, topology_from_dict
 from p4rt_helpers import eventually
-
-from controller.p4rt import intent as it
-from controller.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch
-from controller.p4rt.client import SwitchAddress, SwitchClient, SwitchError
-from controller.p4rt.encode import normalise
-from controller.p4rt.schema import load_pipeline
-from controller.p4rt.thrift import run_cli
-from controller.topology import Topology, topology_from_dict
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI")
 pytestmark = [
@@ -71,7 +70,7 @@ class Trio:
             return None
 
     def controller(self, *extra: str, log: str) -> subprocess.Popen[bytes]:
-        args = [sys.executable, "-m", "controller.cli", "controller", "run", "--topology",
+        args = [sys.executable, "-m", "innet.cli", "controller", "run", "--topology",
                 str(self.topo_path), "-k", "2", "--interval", str(INTERVAL), *extra]
         with (self.run_dir / log).open("wb") as out:
             proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -189,7 +188,7 @@ def test_an_entry_deleted_behind_its_back_is_restored_within_an_interval(trio: T
     ctl = trio.controller("--workload", str(trio.workload_path), log="drift.log")
     assert eventually(lambda: all(trio.held(n) == want[n] for n in NAMES), 15)
     # status --json next to the running controller: it reads, never takes over
-    status = subprocess.run([sys.executable, "-m", "controller.cli", "status", "--topology",
+    status = subprocess.run([sys.executable, "-m", "innet.cli", "status", "--topology",
                              str(trio.topo_path), "--json"], capture_output=True, text=True,
                             cwd=ROOT, check=True)
     doc = json.loads(status.stdout)["switches"]

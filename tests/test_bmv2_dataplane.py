@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-
-from controller import aggpacket as ap
-from controller.p4rt import intent as it
-from controller.p4rt.bmv2 import (
+from innet import aggpacket as ap
+from innet.p4rt import intent as it
+from innet.p4rt.bmv2 import (
     BMv2Switch,
     HostNs,
     host_namespaces,
@@ -27,12 +26,12 @@ from controller.p4rt.bmv2 import (
     missing_tools,
     start_switch,
 )
-from controller.p4rt.client import SwitchClient
-from controller.p4rt.deploy import DeployResult, deploy
-from controller.p4rt.encode import normalise
-from controller.p4rt.schema import load_pipeline
-from controller.p4rt.thrift import QueueSetting, set_queues
-from controller.topology import Topology, topology_from_dict
+from innet.p4rt.client import SwitchClient
+from innet.p4rt.deploy import DeployResult, deploy
+from innet.p4rt.encode import normalise
+from innet.p4rt.schema import load_pipeline
+from innet.p4rt.thrift import QueueSetting, set_queues
+from innet.topology import Topology, topology_from_dict
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI", "ip", "sysctl")
 pytestmark = [

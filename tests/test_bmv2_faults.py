@@ -6,7 +6,7 @@
 h0 is the destination; the test plays the workers (sockets in their namespaces) and reads
 what reaches h0, so each fault is produced exactly (a packet not sent is a packet lost; the
 data-plane fault injection drops what passes a switch). The last tests run the hosts' own
-state machines (controller/aggproto.py) over the switches with random loss, and replay one
+state machines (controller/innet/aggproto.py) over the switches with random loss, and replay one
 random packet sequence through a switch and through the Python model of the P4 control.
 """
 
@@ -23,15 +23,14 @@ from dataclasses import dataclass
 
 import pytest
 from bmv2_three import HOSTS, WORKERS, three_switch_tree
-
-from controller import aggpacket as ap
-from controller.aggproto import Destination, JobEntry, SwitchModel, Worker
-from controller.p4rt import intent as it
-from controller.p4rt.bmv2 import BMv2Switch, in_netns, missing_tools
-from controller.p4rt.client import SwitchAddress, SwitchClient
-from controller.p4rt.deploy import deploy
-from controller.p4rt.schema import load_pipeline
-from controller.topology import Topology
+from innet import aggpacket as ap
+from innet.aggproto import Destination, JobEntry, SwitchModel, Worker
+from innet.p4rt import intent as it
+from innet.p4rt.bmv2 import BMv2Switch, in_netns, missing_tools
+from innet.p4rt.client import SwitchAddress, SwitchClient
+from innet.p4rt.deploy import deploy
+from innet.p4rt.schema import load_pipeline
+from innet.topology import Topology
 
 _missing = missing_tools("simple_switch_grpc", "ip", "sysctl")
 pytestmark = [

@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
-from controller.cassini.affinity import LinkShifts, assign_shifts
-from controller.errors import InputError
+from innet.cassini.affinity import LinkShifts, assign_shifts
+from innet.errors import InputError
 
 
 def holds(periods: dict[str, float], link: LinkShifts, shifts: dict[str, float],

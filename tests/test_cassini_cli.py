@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from controller.cli import main
+from innet.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIR = str(ROOT / "examples" / "jobs-vgg19-pair.json")

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from controller.cassini.fluid import FluidConfig, simulate, single_link
-from controller.cassini.geometry import best_shifts
-from controller.cassini.profiles import load_jobs, single_phase_job
-from controller.cassini.scheduler import schedule
-from controller.errors import InputError
-from controller.topology import load_topology
+from innet.cassini.fluid import FluidConfig, simulate, single_link
+from innet.cassini.geometry import best_shifts
+from innet.cassini.profiles import load_jobs, single_phase_job
+from innet.cassini.scheduler import schedule
+from innet.errors import InputError
+from innet.topology import load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = FluidConfig(iterations=20)
@@ -108,7 +107,7 @@ def test_realignment_grid_is_the_common_period_with_partners() -> None:
     """A 180 ms job sharing a link with a 300 ms one keeps its interleaving modulo
     gcd = 60 ms, so a late iteration waits for the next 60 ms point, not for its own next
     slot; the budget caps any single wait."""
-    from controller.cassini.fluid import realign_grid
+    from innet.cassini.fluid import realign_grid
 
     a = single_phase_job("a", 180, 110, 70, 40)
     b = single_phase_job("b", 300, 180, 120, 42)

@@ -7,15 +7,14 @@ import math
 
 import numpy as np
 import pytest
-
-from controller.cassini.geometry import (
+from innet.cassini.geometry import (
     best_shifts,
     demand_curve,
     score_at,
     unified_circle,
 )
-from controller.cassini.profiles import JobProfile, Phase, single_phase_job, zoo_job
-from controller.errors import InputError
+from innet.cassini.profiles import JobProfile, Phase, single_phase_job, zoo_job
+from innet.errors import InputError
 
 
 def test_half_on_half_off_at_capacity_interleave_perfectly_with_half_a_shift() -> None:

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from controller.cassini.profiles import (
+from innet.cassini.profiles import (
     JobProfile,
     jobs_from_data,
     load_jobs,
@@ -17,7 +16,7 @@ from controller.cassini.profiles import (
     zoo_assumptions,
     zoo_job,
 )
-from controller.errors import InputError
+from innet.errors import InputError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PAPER_MODELS = ["VGG11", "VGG16", "VGG19", "ResNet50", "WideResNet101", "BERT", "RoBERTa",

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-
-from controller.cassini.geometry import score_at
-from controller.cassini.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
-from controller.cassini.scheduler import (
+from innet.cassini.geometry import score_at
+from innet.cassini.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
+from innet.cassini.scheduler import (
     Cluster,
     Placement,
     Proposal,
@@ -22,8 +21,8 @@ from controller.cassini.scheduler import (
     schedule,
     themis_candidates,
 )
-from controller.errors import InputError
-from controller.topology import Topology, load_topology
+from innet.errors import InputError
+from innet.topology import Topology, load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"

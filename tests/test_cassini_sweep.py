@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from controller.cassini.fluid import FluidConfig, simulate, simulate_parts
-from controller.cassini.profiles import load_jobs
-from controller.cassini.scheduler import DEFAULT_CHECK, schedule
-from controller.cassini.sweep import draw_pinned, run_draw, summarise
-from controller.cli import main
-from controller.topology import load_topology
+from innet.cassini.fluid import FluidConfig, simulate, simulate_parts
+from innet.cassini.profiles import load_jobs
+from innet.cassini.scheduler import DEFAULT_CHECK, schedule
+from innet.cassini.sweep import draw_pinned, run_draw, summarise
+from innet.cli import main
+from innet.topology import load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 THIRTEEN = ROOT / "examples" / "jobs-13.json"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from controller.cli import main
+from innet.cli import main
 
 
 def test_demo_without_emulation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from controller.emulation.net import _own_leftovers, require_mininet, running_network
-from controller.topology import load_topology, topology_from_dict
+from innet.emulation.net import _own_leftovers, require_mininet, running_network
+from innet.topology import load_topology, topology_from_dict
 
 pytestmark = pytest.mark.skipif(require_mininet() is not None,
                                 reason=f"Mininet unavailable: {require_mininet()}")
@@ -78,8 +77,8 @@ def test_nothing_left_after_a_signal(tmp_path: Path, sig: int) -> None:
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from controller.emulation.net import running_network
-        from controller.topology import load_topology
+        from innet.emulation.net import running_network
+        from innet.topology import load_topology
         topo = load_topology({str(topo_file)!r})
         try:
             with running_network(topo, Path({str(tmp_path / 'run')!r}), switch_kind="bridge"):

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from controller.emulation.net import _own_leftovers, require_bmv2, require_mininet
-from controller.topology import load_topology
+from innet.emulation.net import _own_leftovers, require_bmv2, require_mininet
+from innet.topology import load_topology
 
 WHY = require_mininet() or require_bmv2()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"needs Mininet and BMv2: {WHY}")
@@ -30,7 +29,7 @@ def _check_cost(r: Any) -> None:
 
 
 def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None:
-    from controller.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import run_aggregation
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
     results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top", "all-red"), k=4,
@@ -58,7 +57,7 @@ def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None
 def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> None:
     """Four zoo jobs, three arms on the same hosts; results.json has per arm the CE marks at
     receivers and switches and the mean and p99 iteration times."""
-    from controller.emulation.cassini_run import run_cassini
+    from innet.emulation.cassini_run import run_cassini
 
     topo_file = str(ROOT / "topologies" / "leafspine24.json")
     result = run_cassini(topo_file, str(ROOT / "examples" / "jobs-4-leafspine.json"),
@@ -84,7 +83,7 @@ def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> 
     """The experiment runs on the long-running controller: s4 (blue under SOAR, k = 4) is
     killed and started again without a program between two plans; the controller loads it
     again and the next plan's sums and costs are exact."""
-    from controller.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import run_aggregation
 
     restarted: list[str] = []
 

@@ -8,8 +8,7 @@ import socket
 from pathlib import Path
 
 import pytest
-
-from controller import aggpacket as ap
+from innet import aggpacket as ap
 
 P4SRC = Path(__file__).resolve().parent.parent / "p4src"
 

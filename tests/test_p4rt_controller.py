@@ -11,16 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from innet.cli import main
+from innet.p4rt import intent as it
+from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
+from innet.p4rt.controller import PRIMARY, STANDBY, Controller, SwitchTarget
+from innet.p4rt.encode import normalise
+from innet.p4rt.fake_server import FakeP4RuntimeServer
+from innet.p4rt.schema import load_pipeline
+from innet.topology import load_topology
 from p4rt_helpers import eventually, fake_addresses
-
-from controller.cli import main
-from controller.p4rt import intent as it
-from controller.p4rt.client import SwitchAddress, SwitchClient, SwitchError
-from controller.p4rt.controller import PRIMARY, STANDBY, Controller, SwitchTarget
-from controller.p4rt.encode import normalise
-from controller.p4rt.fake_server import FakeP4RuntimeServer
-from controller.p4rt.schema import load_pipeline
-from controller.topology import load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")
@@ -209,7 +208,7 @@ def test_cli_runs_until_sigterm_and_exits_0(server: FakeP4RuntimeServer, tmp_pat
     wl = ROOT / "examples" / "workload-bt15.json"
     log = tmp_path / "ctl.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "controller", "run",
+        proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "controller", "run",
                                  "--topology", str(topo), "--workload", str(wl), "-k", "4",
                                  "--interval", "0.5"], stdout=out, stderr=subprocess.STDOUT,
                                 cwd=ROOT)
@@ -247,8 +246,8 @@ def test_cli_bad_options_are_one_line(capsys: pytest.CaptureFixture[str]) -> Non
 def test_the_p4runtime_layer_does_not_import_the_emulator() -> None:
     import ast
 
-    for path in (ROOT / "controller" / "p4rt").glob("*.py"):
+    for path in (ROOT / "controller" / "innet" / "p4rt").glob("*.py"):
         tree = ast.parse(path.read_text())
         names = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        assert not [m for m in names if m.startswith("controller.emulation")], path.name
+        assert not [m for m in names if m.startswith("innet.emulation")], path.name

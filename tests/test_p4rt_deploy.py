@@ -8,11 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from p4rt_helpers import fake_addresses
-
-from controller.cli import main
-from controller.p4rt import intent as it
-from controller.p4rt.client import (
+from innet.cli import main
+from innet.p4rt import intent as it
+from innet.p4rt.client import (
     WRITER_ELECTION_ID,
     SwitchAddress,
     SwitchClient,
@@ -20,11 +18,12 @@ from controller.p4rt.client import (
     WriteError,
     switch_addresses,
 )
-from controller.p4rt.deploy import deploy, diff, read_status
-from controller.p4rt.encode import normalise
-from controller.p4rt.fake_server import FakeP4RuntimeServer
-from controller.p4rt.schema import load_pipeline
-from controller.topology import Topology, load_topology, topology_from_dict
+from innet.p4rt.deploy import deploy, diff, read_status
+from innet.p4rt.encode import normalise
+from innet.p4rt.fake_server import FakeP4RuntimeServer
+from innet.p4rt.schema import load_pipeline
+from innet.topology import Topology, load_topology, topology_from_dict
+from p4rt_helpers import fake_addresses
 
 ROOT = Path(__file__).resolve().parent.parent
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")
@@ -247,7 +246,7 @@ def test_local_switches_follow_the_mininet_convention() -> None:
     assert a["s2"] == SwitchAddress("s2", "127.0.0.1:50052", 0, 9091)
     assert a["s3"] == SwitchAddress("s3", "192.0.2.3:9559", 4, 9999, "192.0.2.3")
     assert a["s4"] == SwitchAddress("s4", "127.0.0.1:50053", 0, 9092)  # local ones count on
-    from controller.emulation.net import local_switch_ports  # the harness follows it too
+    from innet.emulation.net import local_switch_ports  # the harness follows it too
 
     ports = local_switch_ports(topology_from_dict(data))
     assert all(a[n].grpc == p.grpc_address and a[n].thrift_port == p.thrift_port

@@ -12,10 +12,8 @@ from typing import Any
 
 import grpc
 import pytest
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
-
-from controller.p4rt import intent as it
-from controller.p4rt.client import (
+from innet.p4rt import intent as it
+from innet.p4rt.client import (
     WRITER_ELECTION_ID,
     SwitchAddress,
     SwitchClient,
@@ -23,8 +21,9 @@ from controller.p4rt.client import (
     WriteError,
     reader_election_id,
 )
-from controller.p4rt.fake_server import FakeP4RuntimeServer
-from controller.p4rt.schema import load_pipeline
+from innet.p4rt.fake_server import FakeP4RuntimeServer
+from innet.p4rt.schema import load_pipeline
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 PIPE = load_pipeline()
 S = PIPE.schema

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from controller import routing
-from controller.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
-from controller.errors import InputError
-from controller.p4rt import intent as it
-from controller.soar.baselines import STRATEGIES
-from controller.topology import Topology, load_topology, topology_from_dict
+from innet import routing
+from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
+from innet.errors import InputError
+from innet.p4rt import intent as it
+from innet.soar.baselines import STRATEGIES
+from innet.topology import Topology, load_topology, topology_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from controller.aggpacket import DEFAULT_JOB_SLOTS, SLOTS, VECTOR_LEN
-from controller.p4rt import intent as it
-from controller.p4rt.registers import clean_commands, slot_registers, stale_slots
-from controller.p4rt.schema import load_pipeline
+from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS, VECTOR_LEN
+from innet.p4rt import intent as it
+from innet.p4rt.registers import clean_commands, slot_registers, stale_slots
+from innet.p4rt.schema import load_pipeline
 
 PIPE = load_pipeline()
 

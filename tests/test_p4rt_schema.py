@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from controller.errors import InputError
-from controller.p4rt import encode
-from controller.p4rt import intent as it
-from controller.p4rt.schema import (
+from innet.errors import InputError
+from innet.p4rt import encode
+from innet.p4rt import intent as it
+from innet.p4rt.schema import (
     decode_value,
     encode_value,
     int_to_ip,
@@ -18,7 +17,7 @@ from controller.p4rt.schema import (
     load_pipeline,
     mac_to_int,
 )
-from controller.topology import load_topology
+from innet.topology import load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPE = load_pipeline()

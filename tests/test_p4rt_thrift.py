@@ -7,10 +7,9 @@ import stat
 from pathlib import Path
 
 import pytest
-
-from controller.errors import InputError
-from controller.p4rt.client import SwitchAddress, SwitchError
-from controller.p4rt.thrift import QueueSetting, run_cli, set_queues
+from innet.errors import InputError
+from innet.p4rt.client import SwitchAddress, SwitchError
+from innet.p4rt.thrift import QueueSetting, run_cli, set_queues
 
 ADDR = SwitchAddress("s3", "127.0.0.1:50053", 0, 9092)
 

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from controller.cli import main
-from controller.soar.baselines import STRATEGIES, level, max_load, random_choice, run_strategy, top
-from controller.soar.generate import binary_tree, draw_loads
-from controller.soar.model import Tree, phi
-from controller.soar.online import run_online
+from innet.cli import main
+from innet.soar.baselines import STRATEGIES, level, max_load, random_choice, run_strategy, top
+from innet.soar.generate import binary_tree, draw_loads
+from innet.soar.model import Tree, phi
+from innet.soar.online import run_online
 
 
 def hand_tree() -> Tree:

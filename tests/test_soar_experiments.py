@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from controller.cli import main
-from controller.soar.experiments import run_experiment
+from innet.cli import main
+from innet.soar.experiments import run_experiment
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from controller.cli import main
-from controller.errors import InputError
-from controller.soar.model import (
+from innet.cli import main
+from innet.errors import InputError
+from innet.soar.model import (
     Tree,
     load_tree,
     messages,

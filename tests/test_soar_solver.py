@@ -7,12 +7,11 @@ import random
 import networkx as nx
 import numpy as np
 import pytest
+from innet.errors import InputError
+from innet.soar.generate import binary_tree, random_tree
+from innet.soar.model import Tree, phi, tree_from_networkx
+from innet.soar.solver import gather, min_plus_merge, solve
 from soar_oracle import RawInstance, cost, exhaustive, random_instance
-
-from controller.errors import InputError
-from controller.soar.generate import binary_tree, random_tree
-from controller.soar.model import Tree, phi, tree_from_networkx
-from controller.soar.solver import gather, min_plus_merge, solve
 
 
 def to_tree(inst: RawInstance) -> Tree:
@@ -127,7 +126,7 @@ def test_min_plus_merge_matches_brute_force() -> None:
 
 
 def test_large_tree_against_reference_dp() -> None:
-    from controller.soar.reference import reference_optimum
+    from innet.soar.reference import reference_optimum
 
     for rates in ("constant", "exponential"):
         tree = binary_tree(300, rates=rates, loads="power-law", seed=5)

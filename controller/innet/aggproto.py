@@ -1,7 +1,7 @@
 """The reliable aggregation protocol as pure state machines: switch, worker, destination.
 
 No sockets and no clocks here: every method takes the time and the packets it is given and
-returns the packets to send, so the same code runs on hosts (controller/emulation/agghost.py
+returns the packets to send, so the same code runs on hosts (controller/innet/emulation/agghost.py
 wraps it in sockets), in the property test (tests/test_aggproto.py drives it through a
 simulated lossy network) and, for the switch, as the reference the P4 program is compared
 with (tests/test_bmv2_faults.py sends one packet sequence to both). The protocol itself is
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from controller.aggpacket import (
+from innet.aggpacket import (
     EVENT_NAMES,
     FLAG_MERGED,
     FLAG_OVERFLOW,

@@ -1,7 +1,7 @@
 """argparse value types shared by the subcommands: bounds checked where the flag is read.
 
 A bad value is then an argparse error naming the flag, the value and what is allowed, in one
-line with exit status 2 (`controller.cli.Parser.error`), like every other bad flag. Every
+line with exit status 2 (`innet.cli.Parser.error`), like every other bad flag. Every
 number has an upper bound too: a size or count beyond what the machine can do in reasonable
 time is refused here, not discovered as an exhausted memory an hour later. Zero is never
 taken to mean "the default": a flag left out gets the default, a flag given 0 gets 0 or an

@@ -8,8 +8,8 @@ one record in memory at a time, so a capture may be larger than memory.
 
 Formats: classic pcap (microsecond and nanosecond magic, either byte order) and pcapng
 (section header, interface description with if_tsresol, enhanced, simple and obsolete packet
-blocks; other blocks are skipped by their length). `controller.pcap` and
-`controller.cassini.pcap_profile` both read through here.
+blocks; other blocks are skipped by their length). `innet.pcap` and
+`innet.cassini.pcap_profile` both read through here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from controller.errors import InputError
+from innet.errors import InputError
 
 MAX_RECORD = 1 << 18  # 262,144 bytes: the largest snapshot length tcpdump and libpcap use
 MAX_BLOCK = 1 << 24  # a pcapng block beyond 16 MiB is a corrupt length, not a packet

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from controller import __version__
-from controller.errors import InputError
+from innet import __version__
+from innet.errors import InputError
 
 DESCRIPTION = """\
 innet: in-network computing on P4 switches.
@@ -70,28 +70,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="innet", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"innet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    from controller.soar import cli as soar_cli
+    from innet.soar import cli as soar_cli
 
     soar_cli.register(sub)
-    from controller import topo_cli
+    from innet import topo_cli
 
     topo_cli.register(sub)
-    from controller.cassini import cli as cassini_cli
+    from innet.cassini import cli as cassini_cli
 
     cassini_cli.register(sub)
-    from controller.p4rt import cli as p4rt_cli
+    from innet.p4rt import cli as p4rt_cli
 
     p4rt_cli.register(sub)
-    from controller import pcap
+    from innet import pcap
 
     pcap.register(sub)
-    from controller.emulation import cli as emulation_cli
+    from innet.emulation import cli as emulation_cli
 
     emulation_cli.register(sub)
-    from controller import demo
+    from innet import demo
 
     demo.register(sub)
-    from controller import doctor
+    from innet import doctor
 
     doctor.register(sub)
     return parser

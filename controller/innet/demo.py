@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.errors import InputError
-from controller.jsonout import print_json
-from controller.outpaths import output_dir
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.outpaths import output_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # controller/innet/demo.py -> the repository
 TOPOLOGIES = ROOT / "topologies"
 EXAMPLES = ROOT / "examples"
 
@@ -59,7 +59,7 @@ def register(sub: Any) -> None:
 
 def _run_command(argv: list[str]) -> None:
     """Run another innet subcommand in-process, as a user would type it."""
-    from controller.cli import build_parser
+    from innet.cli import build_parser
 
     args = build_parser().parse_args(argv)
     args.func(args)
@@ -80,11 +80,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
-    from controller.emulation.net import require_bmv2, require_mininet
-    from controller.soar.cli import compare_rows
-    from controller.soar.experiments import run_experiment
-    from controller.soar.generate import binary_tree
-    from controller.table import format_table
+    from innet.emulation.net import require_bmv2, require_mininet
+    from innet.soar.cli import compare_rows
+    from innet.soar.experiments import run_experiment
+    from innet.soar.generate import binary_tree
+    from innet.table import format_table
 
     out: Path = args.out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
@@ -94,9 +94,9 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
     skipped: list[str] = []
 
     _section("SOAR: where to aggregate (model)")
-    from controller.emulation.aggregation import default_workload
-    from controller.p4rt.intent import aggregation_tree
-    from controller.topology import load_topology
+    from innet.emulation.aggregation import default_workload
+    from innet.p4rt.intent import aggregation_tree
+    from innet.topology import load_topology
 
     topo = load_topology(bt15)
     tree, _ = aggregation_tree(topo, default_workload(topo))
@@ -135,8 +135,8 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
         skipped.append(f"the BMv2 experiments (innet run aggregation / cassini): {why}")
         print(f"skipped: {why}")
     else:
-        from controller.emulation.aggregation import run_aggregation
-        from controller.emulation.cassini_run import run_cassini
+        from innet.emulation.aggregation import run_aggregation
+        from innet.emulation.cassini_run import run_cassini
 
         results = run_aggregation(bt15, out / "run-aggregation",
                                   strategies=("soar", "top", "max", "all-red"), k=4,

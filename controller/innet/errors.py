@@ -25,7 +25,7 @@ def read_text(path: str | Path) -> str:
     parse would not fit in memory is refused before it is read (and a device or pipe that
     never ends, like /dev/zero, is cut off at that size instead of read until memory runs out).
     """
-    from controller.limits import available_memory, gib
+    from innet.limits import available_memory, gib
 
     p = Path(path)
     # a JSON document takes 10-20 times its size once parsed into Python objects

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from controller.errors import InputError
+from innet.errors import InputError
 
 GIB = 1 << 30
 

@@ -1,6 +1,6 @@
 """`innet pcap summary`: per-flow packets, bytes and CE marks, and a timeline, from a capture.
 
-Captures of a congested run are large, so the file is streamed (`controller.capture`, which
+Captures of a congested run are large, so the file is streamed (`innet.capture`, which
 also refuses a damaged capture instead of reading part of it) and each frame's
 Ethernet/IPv4/UDP/TCP headers are read with `struct` (no per-packet scapy objects): memory
 stays constant whatever the capture's size.
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.argtypes import float_in, int_in
-from controller.errors import InputError
-from controller.jsonout import print_json
-from controller.outpaths import image_file
-from controller.table import format_table
+from innet.argtypes import float_in, int_in
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.outpaths import image_file
+from innet.table import format_table
 
 MAX_BINS = 1_000_000  # timeline bins: three lists of Python ints, about 100 MB
 
@@ -138,7 +138,7 @@ def parse_frame(data: bytes, linktype: int, t: float, wirelen: int) -> Frame | N
 def read_frames(path: str | Path) -> Iterator[Frame | None]:
     """Stream a pcap or pcapng; yields None for frames that are not IPv4. A damaged capture
     (a record length that is corrupt or cut short) is an InputError, never a partial read."""
-    from controller.capture import read_records
+    from innet.capture import read_records
 
     for rec in read_records(path):
         yield parse_frame(rec.data, rec.linktype, rec.time, rec.wirelen)

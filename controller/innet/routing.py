@@ -16,9 +16,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from controller.errors import InputError
-from controller.soar.model import natural_key
-from controller.topology import Topology
+from innet.errors import InputError
+from innet.soar.model import natural_key
+from innet.topology import Topology
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,25 +7,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.argtypes import int_in
-from controller.errors import InputError
-from controller.jsonout import print_json
-from controller.outpaths import output_file
-from controller.table import format_table
-from controller.topogen import (
+from innet.argtypes import int_in
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.outpaths import output_file
+from innet.table import format_table
+from innet.topogen import (
     binary_tree_topology,
     dumps_topology,
     fat_tree_topology,
     leaf_spine_topology,
 )
-from controller.topology import load_topology, topology_from_dict
+from innet.topology import load_topology, topology_from_dict
 
 
 def register(sub: Any) -> None:
     topo = sub.add_parser("topo", help="generate and check topology files",
                           description="Topologies are JSON files: hosts (ip, mac), switches, "
                                       "links [a, b, delay, Mbps] with switch ports 's1-p2'. "
-                                      "See controller/topology.py for every field.")
+                                      "See controller/innet/topology.py for every field.")
     tsub = topo.add_subparsers(dest="topo_command", metavar="SUBCOMMAND", required=True)
     gen = tsub.add_parser(
         "gen", help="write a binary tree, fat-tree or leaf-spine topology",

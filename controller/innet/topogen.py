@@ -1,6 +1,6 @@
 """Generators for the shipped topologies: binary tree, k-ary fat-tree, two-tier leaf-spine.
 
-They write the same JSON format people edit by hand (`controller.topology`), so the shipped
+They write the same JSON format people edit by hand (`innet.topology`), so the shipped
 files in topologies/ can be regenerated: `innet topo gen bt --depth 4 -o topologies/bt15.json`.
 """
 

@@ -15,7 +15,7 @@ The layout follows the p4lang tutorials' topology.json (hosts with ip/mac, switc
 A switch with a ``grpc`` address is remote: the controller drives it, Mininet does not start
 it. ``rate`` is the link's rate in SOAR's cost (default 1: costs count messages). Hosts sit in
 one IPv4 network (``prefix``, default 10.0.0.0/8), so every route is a host /32 route.
-This module is a description only; `controller.mininet` turns it into a running network.
+This module is a description only; `innet.emulation.net` turns it into a running network.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.errors import InputError, read_json
+from innet.errors import InputError, read_json
 
 _PORT = re.compile(r"^(?P<node>[A-Za-z][\w.]*)-p(?P<port>\d+)$")
 _MAC = re.compile(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$")
@@ -41,7 +41,7 @@ MAX_PORT = 509
 MAX_GPUS = 1024  # per host: far beyond any server, small enough that plans stay cheap
 MAX_DELAY_MS = 10_000.0  # Mininet's tc netem takes it; anything longer is a typo
 MAX_MBPS = 1e7  # 10 Tbps
-MIN_RATE, MAX_RATE = 1e-9, 1e15  # as SOAR's instance rates (controller/soar/model.py)
+MIN_RATE, MAX_RATE = 1e-9, 1e15  # as SOAR's instance rates (controller/innet/soar/model.py)
 
 
 @dataclass(frozen=True)

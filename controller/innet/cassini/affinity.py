@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.errors import InputError
+from innet.errors import InputError
 
 _US = 1000  # gcd of periods is taken on whole microseconds
 

@@ -10,22 +10,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from controller.argtypes import SEED, float_in, int_in, positive_float
-from controller.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
-from controller.cassini.geometry import (
+from innet.argtypes import SEED, float_in, int_in, positive_float
+from innet.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
+from innet.cassini.geometry import (
     DEFAULT_PRECISION_DEG,
     best_shifts,
     check_capacity,
     check_precision,
     unified_circle,
 )
-from controller.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
-from controller.cassini.scheduler import ClusterPlan, Schedule, schedule
-from controller.errors import InputError
-from controller.jsonout import dumps, print_json
-from controller.outpaths import output_dir, output_file
-from controller.table import format_table
-from controller.topology import load_topology
+from innet.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
+from innet.cassini.scheduler import ClusterPlan, Schedule, schedule
+from innet.errors import InputError
+from innet.jsonout import dumps, print_json
+from innet.outpaths import output_dir, output_file
+from innet.table import format_table
+from innet.topology import load_topology
 
 JOBS_FORMAT = """\
 A jobs file (JSON; YAML with PyYAML installed):
@@ -435,7 +435,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     normalise = len({j.iteration_ms for j in base.jobs}) > 1
     unit = "x" if normalise else "ms"
 
-    from controller.cassini.plots import plot_cdf, plot_circle
+    from innet.cassini.plots import plot_cdf, plot_circle
 
     paths = [out / f"{prefix}cdf.png"]
     plot_cdf([run for run, _ in runs], paths[0], normalise=normalise,
@@ -506,8 +506,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from controller.cassini.scheduler import DEFAULT_CHECK
-    from controller.cassini.sweep import summarise, sweep
+    from innet.cassini.scheduler import DEFAULT_CHECK
+    from innet.cassini.sweep import summarise, sweep
 
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs)
@@ -527,7 +527,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "iterations": args.iterations, "candidates": args.candidates,
             "checked": args.checked, "draws": [d.to_dict() for d in draws],
             "summary": summary}
-    from controller.cassini.plots import plot_sweep
+    from innet.cassini.plots import plot_sweep
 
     plot_sweep(draws, out / "sweep-cdf.png",
                title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
@@ -587,7 +587,7 @@ def _sweep_text(draws: Sequence[Any], summary: dict[str, Any]) -> str:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from controller.cassini.pcap_profile import profile_capture
+    from innet.cassini.pcap_profile import profile_capture
 
     if (args.min_period_ms is not None and args.max_period_ms is not None
             and args.min_period_ms >= args.max_period_ms):

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from controller.cassini.profiles import JobProfile
-from controller.errors import InputError
+from innet.cassini.profiles import JobProfile
+from innet.errors import InputError
 
 FloatArray = npt.NDArray[np.float64]
 _EPS = 1e-9

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from controller.cassini.profiles import JobProfile
-from controller.errors import InputError
+from innet.cassini.profiles import JobProfile
+from innet.errors import InputError
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

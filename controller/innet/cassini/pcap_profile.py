@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from controller.cassini.profiles import JobProfile, jobs_from_data
-from controller.errors import InputError
+from innet.cassini.profiles import JobProfile, jobs_from_data
+from innet.errors import InputError
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -59,7 +59,7 @@ def bin_capture(path: str | Path, bin_ms: float,
     """Bytes per time bin from the first packet on (wire length, so snapped captures count
     fully); with `host`, only IPv4 packets from or to it. Returns (bins, packets, bytes,
     duration in ms)."""
-    from controller.capture import read_records
+    from innet.capture import read_records
 
     if not (bin_ms > 0 and math.isfinite(bin_ms)):
         raise InputError(f"--bin-ms must be a finite number > 0, got {bin_ms!r}")

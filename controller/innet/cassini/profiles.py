@@ -2,8 +2,8 @@
 
 A profile is data, never code: an iteration time and the Up phases (offset, duration, Gbps)
 within it; the Down phases (compute) are the gaps, at demand 0. It comes from a jobs file,
-from the shipped model zoo (`controller/data/model_zoo.json`, illustrative numbers) or from a
-packet capture (`controller.cassini.pcap_profile`). Everything a user can get wrong is refused
+from the shipped model zoo (`controller/innet/data/model_zoo.json`, illustrative numbers) or from a
+packet capture (`innet.cassini.pcap_profile`). Everything a user can get wrong is refused
 here with the job and field named, so the planners downstream can trust their input.
 
 ```json
@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from controller.errors import InputError, parse_json, read_text
+from innet.errors import InputError, parse_json, read_text
 
 DEFAULT_GPUS = 2
 DEFAULT_WORK_MS = 3_600_000.0
@@ -44,7 +44,7 @@ MIN_ITERATION_MS = 1e-3
 MAX_GBPS = 1e5  # 100 Tbps
 MAX_MS = 1e15  # waited_ms, work_ms: 30,000 years
 MAX_CURVE = 1_000_000  # demand_gbps samples per iteration
-MAX_GPUS = 1024  # a topology host has at most 1024 (controller/topology.py)
+MAX_GPUS = 1024  # a topology host has at most 1024 (controller/innet/topology.py)
 
 
 @dataclass(frozen=True)
@@ -315,7 +315,7 @@ class ZooModel:
 
 @functools.lru_cache(maxsize=1)
 def _zoo_data() -> dict[str, Any]:
-    text = resources.files("controller").joinpath("data/model_zoo.json").read_text()
+    text = resources.files("innet").joinpath("data/model_zoo.json").read_text()
     data: dict[str, Any] = json.loads(text)
     return data
 

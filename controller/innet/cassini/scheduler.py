@@ -1,9 +1,9 @@
 """Scheduling on a topology: a Themis-like base proposes placements, CASSINI ranks them.
 
-A cluster is a `controller.topology.Topology` whose hosts carry GPUs (`gpus`, default 1);
+A cluster is a `innet.topology.Topology` whose hosts carry GPUs (`gpus`, default 1);
 a job gets one GPU slot per GPU it asks for. A job spanning several hosts runs a ring
 all-reduce: host i sends to host i+1 (and the last to the first) at the rate of the job's Up
-phase, along the path the switches forward on (`controller.routing`: shortest, equal-cost
+phase, along the path the switches forward on (`innet.routing`: shortest, equal-cost
 choices spread by destination), so the links CASSINI plans for are the ones the data plane
 loads. On a leaf-spine, the links shared by two or more jobs are the uplinks and downlinks
 of racks that hold pieces of several jobs.
@@ -29,19 +29,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from controller.cassini.affinity import Assignment, Conflict, LinkShifts, assign_shifts
-from controller.cassini.fluid import Cache, FluidConfig, simulate_parts
-from controller.cassini.geometry import (
+from innet.cassini.affinity import Assignment, Conflict, LinkShifts, assign_shifts
+from innet.cassini.fluid import Cache, FluidConfig, simulate_parts
+from innet.cassini.geometry import (
     DEFAULT_PRECISION_DEG,
     DEFAULT_RESOLUTION_MS,
     LinkSolution,
     best_shifts,
     score_at,
 )
-from controller.cassini.profiles import JobProfile, Phase, check_names
-from controller.errors import InputError
-from controller.routing import Hop, host_path, next_hops
-from controller.topology import Topology
+from innet.cassini.profiles import JobProfile, Phase, check_names
+from innet.errors import InputError
+from innet.routing import Hop, host_path, next_hops
+from innet.topology import Topology
 
 LinkKey = tuple[str, str]
 
@@ -90,7 +90,7 @@ def cluster_from_topology(topology: Topology) -> Cluster:
 
 
 class _Router:
-    """Host-to-host paths as the switches forward them (`controller.routing`), cached per
+    """Host-to-host paths as the switches forward them (`innet.routing`), cached per
     destination for the whole planning."""
 
     def __init__(self, topology: Topology) -> None:

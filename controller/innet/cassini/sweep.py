@@ -23,17 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from controller.cassini.fluid import Cache, FluidConfig, FluidResult, simulate_parts
-from controller.cassini.profiles import JobProfile
-from controller.cassini.scheduler import (
+from innet.cassini.fluid import Cache, FluidConfig, FluidResult, simulate_parts
+from innet.cassini.profiles import JobProfile
+from innet.cassini.scheduler import (
     DEFAULT_CHECK,
     DEFAULT_CHECKED,
     ClusterPlan,
     cluster_from_topology,
     schedule,
 )
-from controller.errors import InputError
-from controller.topology import Topology
+from innet.errors import InputError
+from innet.topology import Topology
 
 DEFAULT_DRAWS = 40
 TOLERANCE = 0.01

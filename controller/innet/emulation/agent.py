@@ -1,6 +1,6 @@
 """Per-host traffic agent for the CASSINI experiment: paced on/off UDP, ECN counted at the end.
 
-Run inside an emulated host (`python -m controller.emulation.agent send|receive ...`).
+Run inside an emulated host (`python -m innet.emulation.agent send|receive ...`).
 
 A sender is one job's worker: iteration i is planned to start at epoch + shift + i * T. In each
 Up phase it sends paced UDP (ECT(0) in the TOS byte: a socket and a timer, no scapy) at the
@@ -11,7 +11,7 @@ overflowing, and a congested phase lasts longer. After the last phase it asks th
 for an acknowledgement, so a congested link delays the end of the communication and with
 it the iteration, as in a training job whose compute waits for its gradients. A late
 iteration re-aligns to the grid of its interleaving (CASSINI's agents; the grid and the
-budget as in `controller.cassini.fluid`). The receiver counts packets and CE marks per job
+budget as in `innet.cassini.fluid`). The receiver counts packets and CE marks per job
 and iteration and answers the acknowledgements.
 """
 
@@ -266,7 +266,7 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.emulation.agent",
+    parser = argparse.ArgumentParser(prog="python -m innet.emulation.agent",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="mode", required=True)

@@ -1,6 +1,6 @@
-"""The aggregation protocol on real hosts: `python -m controller.emulation.agghost worker|dest`.
+"""The aggregation protocol on real hosts: `python -m innet.emulation.agghost worker|dest`.
 
-Sockets and clocks around the pure state machines of controller/aggproto.py. A worker streams
+Sockets and clocks around the pure state machines of controller/innet/aggproto.py. A worker streams
 its tensor (floats made from a seed, converted to fixed point with a scale that keeps the sum
 of all workers inside 32 bits), a destination sums and answers. Each writes one JSON file
 when it ends: counts, times, and a SHA-256 digest of the sums it holds, so the experiment can
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from controller import aggpacket as ap
-from controller.aggproto import Destination, Worker
+from innet import aggpacket as ap
+from innet.aggproto import Destination, Worker
 
 MAX_ABS = 1.0  # the tensors' values lie in [-1, 1]: the bound the scale is chosen for
 
@@ -161,7 +161,7 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.emulation.agghost",
+    parser = argparse.ArgumentParser(prog="python -m innet.emulation.agghost",
                                      description="a worker or the destination of the "
                                                  "aggregation protocol, on one host")
     sub = parser.add_subparsers(dest="role", required=True)

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.aggpacket import EVENT_NAMES, SLOTS, VECTOR_LEN
-from controller.emulation.agghost import expected_digest
-from controller.emulation.net import running_network
-from controller.errors import InputError
-from controller.p4rt.intent import (
+from innet.aggpacket import EVENT_NAMES, SLOTS, VECTOR_LEN
+from innet.emulation.agghost import expected_digest
+from innet.emulation.net import running_network
+from innet.errors import InputError
+from innet.p4rt.intent import (
     Held,
     JobPlan,
     Workload,
@@ -37,8 +37,8 @@ from controller.p4rt.intent import (
     network_intent,
     plan_job,
 )
-from controller.routing import next_hops
-from controller.topology import Topology, load_topology
+from innet.routing import next_hops
+from innet.topology import Topology, load_topology
 
 SYNC_TIMEOUT = 60.0  # seconds for every switch to hold a new plan
 DEFAULT_STRATEGIES = ("soar", "top", "max", "level", "random", "all-red", "all-blue")
@@ -142,11 +142,11 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     each plan goes out (the tests restart a switch there)."""
     from tqdm import tqdm
 
-    from controller.p4rt.client import switch_addresses
-    from controller.p4rt.controller import Controller, SwitchTarget, events_to
-    from controller.p4rt.intent import NetworkIntent
-    from controller.p4rt.schema import load_pipeline
-    from controller.p4rt.thrift import QueueSetting
+    from innet.p4rt.client import switch_addresses
+    from innet.p4rt.controller import Controller, SwitchTarget, events_to
+    from innet.p4rt.intent import NetworkIntent
+    from innet.p4rt.schema import load_pipeline
+    from innet.p4rt.thrift import QueueSetting
 
     topo = load_topology(topology_path)
     base = load_workload(workload_path, topo) if workload_path else default_workload(topo)
@@ -270,7 +270,7 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
     dest_file = logs / f"dest-{label}.json"
     ready = logs / f"dest-{label}.ready"
     ready.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "controller.emulation.agghost", "dest", "--first-chunk",
+    cmd = [sys.executable, "-m", "innet.emulation.agghost", "dest", "--first-chunk",
            str(first_chunk), "--ready", str(ready), "--out", str(dest_file)]
     for w in workloads:
         ips = ",".join(topo.hosts[h].ip for h in w.workers)
@@ -290,7 +290,7 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
         for i, h in enumerate(w.workers):
             f = logs / f"worker-{label}-{w.job}-{h}.json"
             procs.append((f, run.host(h).popen(
-                [sys.executable, "-m", "controller.emulation.agghost", "worker", "--dest",
+                [sys.executable, "-m", "innet.emulation.agghost", "worker", "--dest",
                  dest_ip, "--job", str(w.job), "--worker", str(i), "--workers",
                  str(len(w.workers)), "--values", str(values), "--seed", str(seed),
                  "--window", str(window), "--slots", str(w.slots), "--first-chunk",

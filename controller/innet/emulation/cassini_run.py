@@ -4,7 +4,7 @@ CASSINI places the jobs and computes time shifts; the switches get routes and an
 threshold; every switch port's egress queue drains at the rate that stands for the links'
 capacity (BMv2's set_queue_rate), so the shared links are real bottlenecks inside the switch
 where enq_qdepth sees them. Each job's flows are paced on/off UDP (ECT(0)) from host agents
-that cut their rate on echoed CE marks (DCTCP-like, `controller.emulation.agent`); receivers
+that cut their rate on echoed CE marks (DCTCP-like, `innet.emulation.agent`); receivers
 count CE marks, switch counters count marked packets. Three arms run one after the other on
 the same network and hosts: the base's placement without shifts (no agents re-aligning),
 the base's placement with CASSINI's shifts for it, and CASSINI's placement with its shifts
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from controller.errors import InputError
-from controller.topology import Topology, load_topology
+from innet.errors import InputError
+from innet.topology import Topology, load_topology
 
 
 @dataclass(frozen=True)
@@ -89,14 +89,14 @@ def _link_capacity_gbps(topo: Topology) -> float:
 def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: int = 30,
                 capacity_pps: int = 800, queue_depth: int = 100, ecn_threshold: int = 20,
                 seed: int = 0, pcap: bool = False, progress: bool = True) -> dict[str, Any]:
-    from controller.cassini import load_jobs
-    from controller.cassini.scheduler import schedule
-    from controller.emulation.net import running_network
-    from controller.p4rt.client import switch_addresses
-    from controller.p4rt.controller import Controller, SwitchTarget, events_to
-    from controller.p4rt.intent import network_intent
-    from controller.p4rt.schema import load_pipeline
-    from controller.p4rt.thrift import QueueSetting
+    from innet.cassini import load_jobs
+    from innet.cassini.scheduler import schedule
+    from innet.emulation.net import running_network
+    from innet.p4rt.client import switch_addresses
+    from innet.p4rt.controller import Controller, SwitchTarget, events_to
+    from innet.p4rt.intent import network_intent
+    from innet.p4rt.schema import load_pipeline
+    from innet.p4rt.thrift import QueueSetting
 
     if iterations < 1:
         raise InputError(f"--iterations must be >= 1, got {iterations}")
@@ -161,8 +161,8 @@ def _marks(ctl: Any) -> int:
 def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dict[str, float],
              scale: float, iterations: int, out: Path, label: str,
              ctl: Any) -> RunResult:
-    from controller.cassini.fluid import realign_grid
-    from controller.cassini.scheduler import DEFAULT_CHECK
+    from innet.cassini.fluid import realign_grid
+    from innet.cassini.scheduler import DEFAULT_CHECK
 
     tag = label.replace(" ", "-").replace("+", "-")
     agents = any(v != 0 for v in shifts.values())
@@ -175,7 +175,7 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
     for dst in sorted({f.dst for f in flows}):
         rx_out = out / "logs" / f"rx-{tag}-{dst}.json"
         receivers[dst] = (net.host(dst).popen(
-            [sys.executable, "-m", "controller.emulation.agent", "receive", "--duration",
+            [sys.executable, "-m", "innet.emulation.agent", "receive", "--duration",
              f"{duration:.2f}", "--idle", "3", "--out", str(rx_out)], stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE), rx_out)
     time.sleep(0.5)
@@ -187,7 +187,7 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
                    "pps": p.gbps * scale} for p in job.phases]
         tx_out = out / "logs" / f"tx-{tag}-{f.job}-{i}.json"
         senders.append((f, net.host(f.src).popen(
-            [sys.executable, "-m", "controller.emulation.agent", "send", "--dest",
+            [sys.executable, "-m", "innet.emulation.agent", "send", "--dest",
              topo.hosts[f.dst].ip, "--job", str(f.job_id), "--iteration-ms",
              str(job.iteration_ms), "--phases", json.dumps(phases), "--shift-ms",
              str(shifts[f.job]), "--epoch", f"{epoch:.6f}", "--iterations", str(iterations),

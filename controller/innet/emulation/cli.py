@@ -7,17 +7,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.argtypes import SEED, K, int_in, probability
-from controller.emulation.aggregation import (
+from innet.argtypes import SEED, K, int_in, probability
+from innet.emulation.aggregation import (
     DEFAULT_VALUES,
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_LOSSY,
 )
-from controller.emulation.net import EmulationError, require_bmv2, require_mininet
-from controller.errors import InputError
-from controller.jsonout import print_json
-from controller.outpaths import output_dir
-from controller.soar.baselines import STRATEGIES
+from innet.emulation.net import EmulationError, require_bmv2, require_mininet
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.outpaths import output_dir
+from innet.soar.baselines import STRATEGIES
 
 NEEDS = ("Needs root, Debian's mininet (./setup.sh installs it) and BMv2's simple_switch_grpc "
          "on PATH (./setup.sh installs them; `innet doctor` says what is missing).")
@@ -131,8 +131,8 @@ def _check_environment() -> None:
 
 
 def cmd_aggregation(args: argparse.Namespace) -> int:
-    from controller.emulation.aggregation import DEFAULT_STRATEGIES, run_aggregation
-    from controller.table import format_table
+    from innet.emulation.aggregation import DEFAULT_STRATEGIES, run_aggregation
+    from innet.table import format_table
 
     _check_environment()
     out = args.out or default_out("aggregation")
@@ -160,8 +160,8 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
 
 
 def cmd_cassini(args: argparse.Namespace) -> int:
-    from controller.emulation.cassini_run import run_cassini
-    from controller.table import format_table
+    from innet.emulation.cassini_run import run_cassini
+    from innet.table import format_table
 
     _check_environment()
     out = args.out or default_out("cassini")

@@ -6,7 +6,7 @@ the hosts the way measurements need (checksum and segmentation offloads off, IPv
 ARP for every other host, since our switches route on IPv4 and answer no ARP), and on the way
 out, after success, an exception, Ctrl-C or SIGTERM, stops everything it made and checks that
 no switch process, veth or bridge of its own is left. The description of the network stays in
-`controller.topology`; this module is the running side.
+`innet.topology`; this module is the running side.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from controller.errors import InputError
-from controller.p4rt.local import (  # the convention lives with the P4Runtime layer
+from innet.errors import InputError
+from innet.p4rt.local import (  # the convention lives with the P4Runtime layer
     SwitchPorts,
     local_switch_ports,
     log_tail,
     wait_for_port,
 )
-from controller.topology import Topology
+from innet.topology import Topology
 
 log = logging.getLogger("innet.emulation")
 

@@ -20,8 +20,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.p4rt.client import SwitchAddress
-from controller.p4rt.local import log_tail, wait_for_port
+from innet.p4rt.client import SwitchAddress
+from innet.p4rt.local import log_tail, wait_for_port
 
 CLONE_NEWNET = 0x40000000
 

@@ -9,20 +9,20 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from controller.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
-from controller.argtypes import SEED, K, float_in, int_in
-from controller.errors import InputError
-from controller.jsonout import print_json
-from controller.p4rt.client import (
+from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
+from innet.argtypes import SEED, K, float_in, int_in
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.p4rt.client import (
     SwitchAddress,
     SwitchClient,
     SwitchError,
     election_int,
     switch_addresses,
 )
-from controller.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, status
-from controller.p4rt.encode import normalise
-from controller.p4rt.intent import (
+from innet.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, status
+from innet.p4rt.encode import normalise
+from innet.p4rt.intent import (
     DEFAULT_ECN_THRESHOLD,
     DEFAULT_TABLES,
     MANAGED_TABLES,
@@ -35,12 +35,12 @@ from controller.p4rt.intent import (
     network_intent,
     plan_job,
 )
-from controller.p4rt.schema import Pipeline, load_pipeline
-from controller.p4rt.thrift import QueueSetting
-from controller.soar.baselines import STRATEGIES
-from controller.soar.model import natural_key, phi
-from controller.table import format_table
-from controller.topology import Topology, load_topology
+from innet.p4rt.schema import Pipeline, load_pipeline
+from innet.p4rt.thrift import QueueSetting
+from innet.soar.baselines import STRATEGIES
+from innet.soar.model import natural_key, phi
+from innet.table import format_table
+from innet.topology import Topology, load_topology
 
 AGG_EVENT_NAMES = EVENT_NAMES
 
@@ -218,7 +218,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     entries = intent.entries()
     addresses = switch_addresses(topo)
     if args.from_empty:
-        from controller.p4rt.deploy import SwitchDeploy
+        from innet.p4rt.deploy import SwitchDeploy
 
         t = {s: SwitchDeploy(s, addresses[s].grpc, True,
                              diff([], [normalise(pipeline.schema, e) for e in es]), 0.0)
@@ -407,7 +407,7 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from controller.p4rt.controller import Controller, SwitchTarget, event
+    from innet.p4rt.controller import Controller, SwitchTarget, event
 
     topo = load_topology(args.topology)
     intent = build_intent(args, topo)

@@ -25,11 +25,11 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException
 
-from controller.errors import InputError
-from controller.p4rt import encode
-from controller.p4rt.intent import Entry, describe
-from controller.p4rt.schema import Pipeline, Schema
-from controller.topology import Topology
+from innet.errors import InputError
+from innet.p4rt import encode
+from innet.p4rt.intent import Entry, describe
+from innet.p4rt.schema import Pipeline, Schema
+from innet.topology import Topology
 
 log = logging.getLogger("innet.p4rt")
 
@@ -394,9 +394,9 @@ class SwitchClient:
 def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
     """Every switch's address, in the topology's order. Remote switches: their grpc,
     device_id and thrift_port fields. Local (BMv2 on this machine): the convention of
-    `controller.p4rt.local`, the i-th local switch in file order on 127.0.0.1:50051+i with
+    `innet.p4rt.local`, the i-th local switch in file order on 127.0.0.1:50051+i with
     thrift port 9090+i, which the Mininet harness follows too."""
-    from controller.p4rt.local import local_switch_ports
+    from innet.p4rt.local import local_switch_ports
 
     local = local_switch_ports(topology)
     out: dict[str, SwitchAddress] = {}

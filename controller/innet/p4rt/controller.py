@@ -30,8 +30,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.errors import InputError
-from controller.p4rt.client import (
+from innet.errors import InputError
+from innet.p4rt.client import (
     WRITER_ELECTION_ID,
     Arbitration,
     SwitchAddress,
@@ -40,10 +40,10 @@ from controller.p4rt.client import (
     WriteError,
     format_election,
 )
-from controller.p4rt.deploy import SwitchDeploy, deploy_switch
-from controller.p4rt.intent import Entry, describe
-from controller.p4rt.schema import Pipeline
-from controller.p4rt.thrift import QueueSetting
+from innet.p4rt.deploy import SwitchDeploy, deploy_switch
+from innet.p4rt.intent import Entry, describe
+from innet.p4rt.schema import Pipeline
+from innet.p4rt.thrift import QueueSetting
 
 log = logging.getLogger("innet.controller")
 

@@ -23,13 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from controller.errors import InputError
-from controller.p4rt.client import SwitchAddress, SwitchClient, SwitchError
-from controller.p4rt.encode import normalise
-from controller.p4rt.intent import DEFAULT_TABLES, MANAGED_TABLES, Entry, Match
-from controller.p4rt.registers import clean_commands, slot_registers, stale_slots
-from controller.p4rt.schema import Pipeline
-from controller.p4rt.thrift import QueueSetting, run_cli, set_queues
+from innet.errors import InputError
+from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
+from innet.p4rt.encode import normalise
+from innet.p4rt.intent import DEFAULT_TABLES, MANAGED_TABLES, Entry, Match
+from innet.p4rt.registers import clean_commands, slot_registers, stale_slots
+from innet.p4rt.schema import Pipeline
+from innet.p4rt.thrift import QueueSetting, run_cli, set_queues
 
 COUNTERS = ("port_in", "port_out", "ecn_marked", "agg_events")
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from p4.v1 import p4runtime_pb2
 
-from controller.errors import InputError
-from controller.p4rt.intent import Entry, Match, describe
-from controller.p4rt.schema import Schema, decode_value, encode_value
+from innet.errors import InputError
+from innet.p4rt.intent import Entry, Match, describe
+from innet.p4rt.schema import Schema, decode_value, encode_value
 
 
 class EncodeError(InputError):

@@ -27,7 +27,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from controller.p4rt.schema import Schema, TableInfo, schema_from_p4info
+from innet.p4rt.schema import Schema, TableInfo, schema_from_p4info
 
 Key = tuple[tuple[int, bytes, int], ...]
 

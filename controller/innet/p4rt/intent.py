@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from controller.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN
-from controller.errors import InputError, read_json
-from controller.p4rt.schema import int_to_ip, int_to_mac, ip_to_int, mac_to_int
-from controller.routing import next_hops
-from controller.soar.baselines import run_strategy
-from controller.soar.model import Plan, Tree, check_k, make_plan, messages, natural_key
-from controller.topology import Topology
+from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN
+from innet.errors import InputError, read_json
+from innet.p4rt.schema import int_to_ip, int_to_mac, ip_to_int, mac_to_int
+from innet.routing import next_hops
+from innet.soar.baselines import run_strategy
+from innet.soar.model import Plan, Tree, check_k, make_plan, messages, natural_key
+from innet.topology import Topology
 
 # Names in the P4 program (p4src/innet.p4) the intent is written in.
 T_ROUTES, A_FORWARD = "ipv4_lpm", "ipv4_forward"

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.topology import Topology
+from innet.topology import Topology
 
 GRPC_BASE = 50051
 THRIFT_BASE = 9090

@@ -20,8 +20,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from controller.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
-from controller.p4rt.intent import T_AGG, Entry
+from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
+from innet.p4rt.intent import T_AGG, Entry
 
 
 @dataclass(frozen=True, slots=True)

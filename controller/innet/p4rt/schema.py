@@ -20,9 +20,10 @@ from typing import Any
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-from controller.errors import InputError
+from innet.errors import InputError
 
-P4SRC = Path(__file__).resolve().parent.parent.parent / "p4src"
+# the repository: controller/innet/p4rt/schema.py -> controller/innet/p4rt, innet, controller, .
+P4SRC = Path(__file__).resolve().parents[3] / "p4src"
 P4INFO_PATH = P4SRC / "innet.p4info.txtpb"
 BMV2_JSON_PATH = P4SRC / "innet.json"
 

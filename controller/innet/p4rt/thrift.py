@@ -12,8 +12,8 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from controller.errors import InputError
-from controller.p4rt.client import SwitchAddress, SwitchError
+from innet.errors import InputError
+from innet.p4rt.client import SwitchAddress, SwitchError
 
 CLI = "simple_switch_CLI"
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from controller.errors import InputError
-from controller.soar.model import Plan, Tree, check_k, make_plan, natural_key
-from controller.soar.solver import solve
+from innet.errors import InputError
+from innet.soar.model import Plan, Tree, check_k, make_plan, natural_key
+from innet.soar.solver import solve
 
 
 def all_red(tree: Tree, k: int) -> Plan:

@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from controller.soar.model import Tree
+from innet.soar.model import Tree
 
 UseCase = Literal["wc", "ps"]
 USE_CASES: tuple[UseCase, ...] = ("wc", "ps")

@@ -9,23 +9,23 @@ from typing import Any
 
 import numpy as np
 
-from controller.argtypes import PROCESSES, SEED, K, int_in
-from controller.errors import InputError
-from controller.jsonout import dumps, print_json
-from controller.limits import check_memory, check_time
-from controller.outpaths import output_dir, output_file
-from controller.soar.baselines import STRATEGIES, run_strategy
-from controller.soar.generate import (
+from innet.argtypes import PROCESSES, SEED, K, int_in
+from innet.errors import InputError
+from innet.jsonout import dumps, print_json
+from innet.limits import check_memory, check_time
+from innet.outpaths import output_dir, output_file
+from innet.soar.baselines import STRATEGIES, run_strategy
+from innet.soar.generate import (
     LOAD_DISTRIBUTIONS,
     RATE_REGIMES,
     binary_tree,
     random_tree,
     workload,
 )
-from controller.soar.model import Tree, check_k, load_tree, phi, tree_to_dict
-from controller.soar.online import run_online
-from controller.soar.solver import estimate_bytes, estimate_seconds
-from controller.table import format_table
+from innet.soar.model import Tree, check_k, load_tree, phi, tree_to_dict
+from innet.soar.online import run_online
+from innet.soar.solver import estimate_bytes, estimate_seconds
+from innet.table import format_table
 
 DEFAULT_INSTANCE = "BT(256), uniform loads on the leaves, linear rates, seed 0"
 
@@ -308,7 +308,7 @@ def cmd_online(args: argparse.Namespace) -> int:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from controller.soar.experiments import run_experiment
+    from innet.soar.experiments import run_experiment
 
     result = run_experiment(args.name, Path(args.out), seeds=args.seeds, quick=args.quick,
                             jobs=args.jobs)

@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from controller.errors import InputError
-from controller.soar.baselines import run_strategy
-from controller.soar.bytesim import USE_CASES, ByteModel, byte_complexity, worker_messages
-from controller.soar.generate import (
+from innet.errors import InputError
+from innet.soar.baselines import run_strategy
+from innet.soar.bytesim import USE_CASES, ByteModel, byte_complexity, worker_messages
+from innet.soar.generate import (
     LOAD_DISTRIBUTIONS,
     RATE_REGIMES,
     binary_tree,
     workload,
 )
-from controller.soar.model import Tree, phi, resolve_blue
-from controller.soar.online import run_online
+from innet.soar.model import Tree, phi, resolve_blue
+from innet.soar.online import run_online
 
 STRATEGIES = ("soar", "top", "max", "level", "random")
 Row = dict[str, Any]
@@ -201,8 +201,8 @@ def run_fig9(s: Settings, jobs: int) -> tuple[list[Row], list[Row]]:
     """Best-of-R wall time of SOAR (Gather + Color) and of the reference DP, on one core."""
     from tqdm import tqdm
 
-    from controller.soar.reference import reference_optimum
-    from controller.soar.solver import solve
+    from innet.soar.reference import reference_optimum
+    from innet.soar.solver import solve
 
     rows: list[Row] = []
     points = [(n, k) for n in s.sizes for k in s.ks]
@@ -244,7 +244,7 @@ def write_csv(path: Path, rows: Sequence[Row]) -> None:
 def run_experiment(name: str, out: Path, *, seeds: int | None = None, quick: bool = False,
                    jobs: int | None = None) -> dict[str, Any]:
     """Run one figure, write its CSVs, PNGs and summary.md into `out`; returns what it wrote."""
-    from controller.soar import figures
+    from innet.soar import figures
 
     if name not in RUNNERS:
         raise InputError(f"unknown experiment {name!r}; choose from {', '.join(RUNNERS)}")

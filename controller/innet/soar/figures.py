@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from controller.soar.generate import LOAD_DISTRIBUTIONS, RATE_REGIMES
+from innet.soar.generate import LOAD_DISTRIBUTIONS, RATE_REGIMES
 
 Row = dict[str, Any]
 STYLE: dict[str, dict[str, Any]] = {

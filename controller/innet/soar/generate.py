@@ -11,8 +11,8 @@ from typing import Literal
 
 import numpy as np
 
-from controller.errors import InputError
-from controller.soar.model import MAX_RATE, IntArray, Tree
+from innet.errors import InputError
+from innet.soar.model import MAX_RATE, IntArray, Tree
 
 LoadDistribution = Literal["uniform", "power-law"]
 RateRegime = Literal["constant", "linear", "exponential"]

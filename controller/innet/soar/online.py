@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.errors import InputError
-from controller.soar.baselines import run_strategy
-from controller.soar.model import IntArray, Plan, Tree, phi
+from innet.errors import InputError
+from innet.soar.baselines import run_strategy
+from innet.soar.model import IntArray, Plan, Tree, phi
 
 
 @dataclass(frozen=True)

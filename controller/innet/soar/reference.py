@@ -1,6 +1,6 @@
 """The straightforward SOAR Gather, O(n * h * k^2): the reference the benchmarks time against.
 
-Same recurrence as `controller.soar.solver.gather`, written the way the paper states it:
+Same recurrence as `innet.soar.solver.gather`, written the way the paper states it:
 every table is k + 1 wide whatever the subtree holds, and every child merge tries all k + 1
 splits. It is vectorised over the rows (l) and targets like ours, so the gap measured is the
 algorithmic one (the budget bound), not Python against NumPy.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.soar.model import Tree
+from innet.soar.model import Tree
 
 
 def reference_optimum(tree: Tree, k: int) -> float:

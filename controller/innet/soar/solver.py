@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from controller.soar.model import FloatArray, Plan, Tree, check_k, make_plan
+from innet.soar.model import FloatArray, Plan, Tree, check_k, make_plan
 
 _SPLIT = np.int32
 
