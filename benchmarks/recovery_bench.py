@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 from innet.p4rt import intent as it
-from innet.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
 from innet.p4rt.schema import load_pipeline
+from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.topology import load_topology
 
 ROOT = Path(__file__).resolve().parent.parent

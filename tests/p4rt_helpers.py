@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from innet.p4rt.client import SwitchAddress
-from innet.p4rt.fake_server import FakeP4RuntimeServer
+from innet.testing.fake_server import FakeP4RuntimeServer
 
 
 def fake_addresses(srv: FakeP4RuntimeServer, names: Sequence[str]) -> dict[str, SwitchAddress]:

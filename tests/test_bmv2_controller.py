@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 from innet.p4rt import intent as it
-from innet.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
 from innet.p4rt.schema import load_pipeline
 from innet.p4rt.thrift import run_cli
+from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.topology import Topology, topology_from_dict
 from p4rt_helpers import eventually
 

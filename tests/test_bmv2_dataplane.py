@@ -18,7 +18,12 @@ from dataclasses import dataclass
 import pytest
 from innet import aggpacket as ap
 from innet.p4rt import intent as it
-from innet.p4rt.bmv2 import (
+from innet.p4rt.client import SwitchClient
+from innet.p4rt.deploy import DeployResult, deploy
+from innet.p4rt.encode import normalise
+from innet.p4rt.schema import load_pipeline
+from innet.p4rt.thrift import QueueSetting, set_queues
+from innet.testing.bmv2 import (
     BMv2Switch,
     HostNs,
     host_namespaces,
@@ -26,11 +31,6 @@ from innet.p4rt.bmv2 import (
     missing_tools,
     start_switch,
 )
-from innet.p4rt.client import SwitchClient
-from innet.p4rt.deploy import DeployResult, deploy
-from innet.p4rt.encode import normalise
-from innet.p4rt.schema import load_pipeline
-from innet.p4rt.thrift import QueueSetting, set_queues
 from innet.topology import Topology, topology_from_dict
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI", "ip", "sysctl")

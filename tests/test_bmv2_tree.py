@@ -20,11 +20,11 @@ import pytest
 from bmv2_three import HOSTS, WORKERS, three_switch_tree
 from innet import aggpacket as ap
 from innet.p4rt import intent as it
-from innet.p4rt.bmv2 import BMv2Switch, in_netns, missing_tools
 from innet.p4rt.client import SwitchAddress, SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy
 from innet.p4rt.schema import load_pipeline
 from innet.p4rt.thrift import run_cli
+from innet.testing.bmv2 import BMv2Switch, in_netns, missing_tools
 from innet.topology import Topology
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI", "ip", "sysctl")

@@ -560,7 +560,7 @@ def test_random_argv_never_tracebacks() -> None:
 def test_deploy_and_status_json_against_a_p4runtime_server(tmp_path: Path) -> None:
     """The two commands that talk to switches: one JSON document each, same names as the
     human output (against the in-process P4Runtime server that checks every request)."""
-    from innet.p4rt.fake_server import FakeP4RuntimeServer
+    from innet.testing.fake_server import FakeP4RuntimeServer
 
     topo = json.loads(Path(BT15).read_text())
     names = list(topo["switches"])

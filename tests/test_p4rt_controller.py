@@ -16,8 +16,8 @@ from innet.p4rt import intent as it
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.controller import PRIMARY, STANDBY, Controller, SwitchTarget
 from innet.p4rt.encode import normalise
-from innet.p4rt.fake_server import FakeP4RuntimeServer
 from innet.p4rt.schema import load_pipeline
+from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import load_topology
 from p4rt_helpers import eventually, fake_addresses
 

@@ -20,8 +20,8 @@ from innet.p4rt.client import (
 )
 from innet.p4rt.deploy import deploy, diff, read_status
 from innet.p4rt.encode import normalise
-from innet.p4rt.fake_server import FakeP4RuntimeServer
 from innet.p4rt.schema import load_pipeline
+from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import Topology, load_topology, topology_from_dict
 from p4rt_helpers import fake_addresses
 

@@ -21,8 +21,8 @@ from innet.p4rt.client import (
     WriteError,
     reader_election_id,
 )
-from innet.p4rt.fake_server import FakeP4RuntimeServer
 from innet.p4rt.schema import load_pipeline
+from innet.testing.fake_server import FakeP4RuntimeServer
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 PIPE = load_pipeline()

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from innet.bmv2 import launcher
+from innet.bmv2.launcher import BMv2Options
 from innet.errors import InputError
 from innet.p4rt.local import (  # the convention lives with the P4Runtime layer
     SwitchPorts,
@@ -116,37 +118,21 @@ def _bmv2_switch_class() -> type:
             self.proc: subprocess.Popen[bytes] | None = None
 
         def start(self, _controllers: Any) -> None:
-            args = ["simple_switch_grpc", "--device-id", str(self.addresses.device_id),
-                    "--thrift-port", str(self.addresses.thrift_port), "--no-p4" if not
-                    self.json_path else ""]
-            args = [a for a in args if a]
-            for port, intf in sorted(self.intfs.items()):
-                if intf.name != "lo":
-                    args += ["-i", f"{port}@{intf.name}"]
-            if self.pcap_dir:
-                args += ["--pcap", self.pcap_dir]
-            args += ["-L", self.log_level, "--log-file", str(self.log_dir / f"{self.name}")]
-            if self.json_path:
-                args.append(self.json_path)
-            args += ["--", "--grpc-server-addr", self.addresses.grpc_address]
-            out = (self.log_dir / f"{self.name}.out").open("wb")
-            log.info("[%s] %s", self.name, " ".join(args))
-            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-            out.close()
+            options = BMv2Options(
+                self.addresses.device_id, self.addresses.thrift_port,
+                self.addresses.grpc_address, self.log_dir / f"{self.name}", self.log_level,
+                tuple((port, intf.name) for port, intf in self.intfs.items()
+                      if intf.name != "lo"),
+                self.pcap_dir, self.json_path)
+            log.info("[%s] %s", self.name, " ".join(options.command_line()))
+            self.proc = launcher.launch(options, self.log_dir / f"{self.name}.out")
             if not wait_for_port(self.addresses.grpc_port, 15.0, self.proc):
                 tail = log_tail(self.log_dir / f"{self.name}.out")
                 raise EmulationError(f"switch {self.name!r} did not open gRPC on "
                                      f"{self.addresses.grpc_address}; its log ends:\n{tail}")
 
         def stop(self, deleteIntfs: bool = True) -> None:  # Mininet's signature
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(5)
+            launcher.stop(self.proc)
             Switch.stop(self, deleteIntfs)
 
     return BMv2Switch

@@ -1,7 +1,8 @@
-"""BMv2 switches and host namespaces without Mininet: for the BMv2 tests and the benchmark.
+"""BMv2 switches and host namespaces without Mininet: for the BMv2 tests and the benchmarks.
 
-`bmv2_switch` starts one `simple_switch_grpc` (log level off unless asked: logging halves its
-packet rate) on free or given ports and always stops it; `host_namespace` makes a network
+`bmv2_switch` starts one `simple_switch_grpc` through the launcher (innet.bmv2.launcher; log
+level off unless asked: logging halves its packet rate) on free or given ports and always
+stops it; `host_namespace` makes a network
 namespace with one veth to a switch port, IPv6 off (no stray router solicitations in the
 counters), a static ARP entry per peer (our switches answer no ARP), and always deletes it.
 `netns_socket` opens a plain socket inside a namespace from this process, so tests send and
@@ -20,6 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from innet.bmv2 import launcher
+from innet.bmv2.launcher import BMv2Options
 from innet.p4rt.client import SwitchAddress
 from innet.p4rt.local import log_tail, wait_for_port
 
@@ -51,13 +54,7 @@ class BMv2Switch:
     log_path: Path
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        launcher.stop(self.proc)
 
 
 def start_switch(name: str, run_dir: Path, *, interfaces: Mapping[int, str] | None = None,
@@ -69,18 +66,11 @@ def start_switch(name: str, run_dir: Path, *, interfaces: Mapping[int, str] | No
     grpc_port = grpc_port or free_port()
     thrift_port = thrift_port or free_port()
     run_dir.mkdir(parents=True, exist_ok=True)
-    args = ["simple_switch_grpc", "--device-id", str(device_id), "--thrift-port",
-            str(thrift_port), "-L", log_level, "--log-file", str(run_dir / name)]
-    for port, intf in sorted((interfaces or {}).items()):
-        args += ["-i", f"{port}@{intf}"]
-    if pcap_dir is not None:
-        args += ["--pcap", str(pcap_dir)]
-    args.append(json_path or "--no-p4")
-    args += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    options = BMv2Options(device_id, thrift_port, f"127.0.0.1:{grpc_port}", run_dir / name,
+                          log_level, tuple((interfaces or {}).items()),
+                          str(pcap_dir) if pcap_dir is not None else None, json_path)
     out_path = run_dir / f"{name}.out"
-    with out_path.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    proc = launcher.launch(options, out_path)
     sw = BMv2Switch(name, SwitchAddress(name, f"127.0.0.1:{grpc_port}", device_id, thrift_port),
                     proc, out_path)
     if not wait_for_port(grpc_port, timeout, proc):
