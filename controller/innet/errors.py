@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from innet.memory import available_memory, gib
+
 
 class InputError(ValueError):
     """Bad input from the user: the message names the file, node or field at fault."""
@@ -25,8 +27,6 @@ def read_text(path: str | Path) -> str:
     parse would not fit in memory is refused before it is read (and a device or pipe that
     never ends, like /dev/zero, is cut off at that size instead of read until memory runs out).
     """
-    from innet.limits import available_memory, gib
-
     p = Path(path)
     # a JSON document takes 10-20 times its size once parsed into Python objects
     limit = available_memory() // 20

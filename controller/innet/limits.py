@@ -7,30 +7,8 @@ estimate may be pessimistic, a flag (`--force`) runs it anyway.
 
 from __future__ import annotations
 
-import os
-
 from innet.errors import InputError
-
-GIB = 1 << 30
-
-
-def available_memory() -> int:
-    """Bytes the kernel says a new allocation can get without swapping (MemAvailable)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError):
-        return 8 * GIB
-
-
-def gib(nbytes: float) -> str:
-    return f"{nbytes / GIB:.3g} GiB"
+from innet.memory import available_memory, gib
 
 
 def check_memory(what: str, estimate: float, *, force: bool = False,

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 
 from innet.errors import InputError
-from innet.soar.model import natural_key
+from innet.names import natural_key
 from innet.topology import Topology
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -40,6 +39,7 @@ from innet.cassini.geometry import (
 )
 from innet.cassini.profiles import JobProfile, Phase, check_names
 from innet.errors import InputError
+from innet.names import natural_key
 from innet.routing import Hop, host_path, next_hops
 from innet.topology import Topology
 
@@ -48,10 +48,6 @@ LinkKey = tuple[str, str]
 
 def link_name(key: LinkKey) -> str:
     return f"{key[0]}->{key[1]}"
-
-
-def _natural(text: str) -> tuple[Any, ...]:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
 # ------------------------------------------------------------------------------- the cluster
@@ -75,7 +71,7 @@ class Cluster:
 
 def cluster_from_topology(topology: Topology) -> Cluster:
     racks: dict[str, list[str]] = {}
-    for host in sorted(topology.hosts.values(), key=lambda h: _natural(h.name)):
+    for host in sorted(topology.hosts.values(), key=lambda h: natural_key(h.name)):
         switch = topology.host_switch(host.name)[0]
         racks.setdefault(switch, []).extend([host.name] * host.gpus)
     capacity: dict[LinkKey, float] = {}
@@ -85,7 +81,7 @@ def cluster_from_topology(topology: Topology) -> Cluster:
                              "needs every link's capacity", source=topology.source)
         capacity[(link.a.node, link.b.node)] = link.mbps / 1000.0
         capacity[(link.b.node, link.a.node)] = link.mbps / 1000.0
-    ordered = sorted(racks.items(), key=lambda kv: _natural(kv[0]))
+    ordered = sorted(racks.items(), key=lambda kv: natural_key(kv[0]))
     return Cluster(topology, tuple((s, tuple(h)) for s, h in ordered), capacity)
 
 

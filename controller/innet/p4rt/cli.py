@@ -13,6 +13,7 @@ from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
 from innet.argtypes import SEED, K, float_in, int_in
 from innet.errors import InputError
 from innet.jsonout import print_json
+from innet.names import natural_key
 from innet.p4rt.client import (
     SwitchAddress,
     SwitchClient,
@@ -38,7 +39,7 @@ from innet.p4rt.intent import (
 from innet.p4rt.schema import Pipeline, load_pipeline
 from innet.p4rt.thrift import QueueSetting
 from innet.soar.baselines import STRATEGIES
-from innet.soar.model import natural_key, phi
+from innet.soar.model import phi
 from innet.table import format_table
 from innet.topology import Topology, load_topology
 

@@ -28,10 +28,11 @@ import numpy as np
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN
 from innet.errors import InputError, read_json
+from innet.names import natural_key
 from innet.p4rt.schema import int_to_ip, int_to_mac, ip_to_int, mac_to_int
 from innet.routing import next_hops
 from innet.soar.baselines import run_strategy
-from innet.soar.model import Plan, Tree, check_k, make_plan, messages, natural_key
+from innet.soar.model import Plan, Tree, check_k, make_plan, messages
 from innet.topology import Topology
 
 # Names in the P4 program (p4src/innet.p4) the intent is written in.

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import numpy as np
 
 from innet.errors import InputError
-from innet.soar.model import Plan, Tree, check_k, make_plan, natural_key
+from innet.names import natural_key
+from innet.soar.model import Plan, Tree, check_k, make_plan
 from innet.soar.solver import solve
 
 

@@ -8,7 +8,6 @@ forwards for top-down ones without recursion. Names are kept only at the edges (
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from innet.errors import InputError, read_json
+from innet.names import natural_key
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -380,14 +380,6 @@ def phi(tree: Tree, blue: Iterable[str | int] | npt.NDArray[np.bool_]) -> float:
     """Utilisation complexity: sum over uplinks of messages times 1/rate."""
     mask = blue if isinstance(blue, np.ndarray) and blue.dtype == bool else resolve_blue(tree, blue)
     return float(np.dot(messages(tree, mask)[1:], tree.weight[1:]))
-
-
-_NATURAL = re.compile(r"(\d+)")
-
-
-def natural_key(name: str) -> tuple[Any, ...]:
-    """Sort key that puts s2 before s10, for readable tie-breaking by name."""
-    return tuple(int(part) if part.isdigit() else part for part in _NATURAL.split(name))
 
 
 @dataclass(frozen=True)
