@@ -23,9 +23,9 @@ from pathlib import Path
 
 from innet import aggpacket as ap
 from innet.emulation.aggregation import run_aggregation
-from innet.p4rt import intent as it
 from innet.p4rt.deploy import deploy
-from innet.p4rt.schema import load_pipeline
+from innet.plan import intent as it
+from innet.plan.pipeline import load_pipeline
 from innet.table import format_table
 from innet.testing.bmv2 import host_namespaces, in_netns, missing_tools, start_switch
 from innet.topology import topology_from_dict

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from innet.p4rt.client import SwitchClient
 from innet.p4rt.deploy import deploy
-from innet.p4rt.intent import derive, workload_from_dict
-from innet.p4rt.schema import load_pipeline
+from innet.plan.intent import derive, workload_from_dict
+from innet.plan.pipeline import load_pipeline
 from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.topology import load_topology
 

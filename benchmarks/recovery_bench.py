@@ -28,10 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from innet.p4rt import intent as it
+from innet.p4rt import entities as en
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
-from innet.p4rt.schema import load_pipeline
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.topology import load_topology
 
@@ -40,11 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PIPE = load_pipeline()
 
 
-def holds(address: SwitchAddress, want: set[it.Entry]) -> bool:
+def holds(address: SwitchAddress, want: set[en.Entry]) -> bool:
     try:
         with SwitchClient(address, PIPE.schema, writer=False) as c:
             return (c.pipeline_cookie() == PIPE.cookie
-                    and set(c.read_entries(it.MANAGED_TABLES, it.DEFAULT_TABLES)) == want)
+                    and set(c.read_entries(pg.MANAGED_TABLES, pg.DEFAULT_TABLES)) == want)
     except SwitchError:
         return False
 

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from innet.p4rt import intent as it
+from innet.p4rt import entities as en
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
-from innet.p4rt.schema import load_pipeline
 from innet.p4rt.thrift import run_cli
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.topology import Topology, topology_from_dict
 from p4rt_helpers import eventually
@@ -54,18 +56,18 @@ class Trio:
     def address(self, name: str) -> SwitchAddress:
         return self.switches[name].address
 
-    def intent(self, with_workload: bool = True) -> dict[str, set[it.Entry]]:
+    def intent(self, with_workload: bool = True) -> dict[str, set[en.Entry]]:
         wl = [it.load_workload(self.workload_path, self.topo)] if with_workload else []
         entries = it.derive(self.topo, wl, "soar", 2).entries()
         return {n: {normalise(PIPE.schema, e) for e in es} for n, es in entries.items()}
 
-    def held(self, name: str) -> set[it.Entry] | None:
+    def held(self, name: str) -> set[en.Entry] | None:
         """What the switch holds; None when it cannot be read or runs no program of ours."""
         try:
             with SwitchClient(self.address(name), PIPE.schema, writer=False) as c:
                 if c.pipeline_cookie() != PIPE.cookie:
                     return None
-                return set(c.read_entries(it.MANAGED_TABLES, it.DEFAULT_TABLES))
+                return set(c.read_entries(pg.MANAGED_TABLES, pg.DEFAULT_TABLES))
         except SwitchError:
             return None
 
@@ -150,7 +152,7 @@ def test_a_switch_killed_and_restarted_blank_is_restored(trio: Trio) -> None:
     def watch(name: str) -> None:
         with SwitchClient(trio.address(name), PIPE.schema, writer=False) as c:
             while not watching.is_set():
-                got = set(c.read_entries(it.MANAGED_TABLES, it.DEFAULT_TABLES))
+                got = set(c.read_entries(pg.MANAGED_TABLES, pg.DEFAULT_TABLES))
                 if got != want[name]:
                     lost.append(f"{name}: {len(got)} entries instead of {len(want[name])}")
                 time.sleep(0.02)
@@ -176,7 +178,7 @@ def test_a_switch_killed_and_restarted_blank_is_restored(trio: Trio) -> None:
 
 def _delete_one_route(trio: Trio, name: str) -> None:
     """Behind the controller's back: through BMv2's thrift CLI, not P4Runtime."""
-    table = PIPE.schema.table(it.T_ROUTES).name
+    table = PIPE.schema.table(pg.T_ROUTES).name
     dump = run_cli(trio.address(name), [f"table_dump {table}"])
     handle = next(line.split()[-1] for line in dump.splitlines()
                   if line.startswith("Dumping entry"))

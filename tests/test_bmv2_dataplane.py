@@ -17,12 +17,13 @@ from dataclasses import dataclass
 
 import pytest
 from innet import aggpacket as ap
-from innet.p4rt import intent as it
 from innet.p4rt.client import SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy
 from innet.p4rt.encode import normalise
-from innet.p4rt.schema import load_pipeline
 from innet.p4rt.thrift import QueueSetting, set_queues
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.testing.bmv2 import (
     BMv2Switch,
     HostNs,
@@ -121,7 +122,7 @@ def test_pipeline_loads_and_entries_read_back_as_written(net: Net) -> None:
     assert first.pipelines == 1 and first.switches["s1"].diff.insert  # routes, aggregation
     with SwitchClient(net.switch.address, PIPE.schema, writer=False) as c:
         assert c.pipeline_cookie() == PIPE.cookie
-        held = set(c.read_entries(it.MANAGED_TABLES, it.DEFAULT_TABLES))
+        held = set(c.read_entries(pg.MANAGED_TABLES, pg.DEFAULT_TABLES))
     w = it.workload_from_dict({"job": 1, "workers": WORKERS}, net.topo)
     want = it.network_intent(net.topo, [it.plan_job(net.topo, w, blue=["s1"])]).entries()["s1"]
     assert held == {normalise(PIPE.schema, e) for e in want}

@@ -25,10 +25,10 @@ import pytest
 from bmv2_three import HOSTS, WORKERS, three_switch_tree
 from innet import aggpacket as ap
 from innet.aggproto import Destination, JobEntry, SwitchModel, Worker
-from innet.p4rt import intent as it
 from innet.p4rt.client import SwitchAddress, SwitchClient
 from innet.p4rt.deploy import deploy
-from innet.p4rt.schema import load_pipeline
+from innet.plan import intent as it
+from innet.plan.pipeline import load_pipeline
 from innet.testing.bmv2 import BMv2Switch, in_netns, missing_tools
 from innet.topology import Topology
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import pytest
 from bmv2_three import HOSTS, WORKERS, three_switch_tree
 from innet import aggpacket as ap
-from innet.p4rt import intent as it
 from innet.p4rt.client import SwitchAddress, SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy
-from innet.p4rt.schema import load_pipeline
 from innet.p4rt.thrift import run_cli
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.testing.bmv2 import BMv2Switch, in_netns, missing_tools
 from innet.topology import Topology
 
@@ -92,7 +93,7 @@ def test_a_new_plan_rewrites_only_what_differs_and_still_sums(tree: Tree) -> Non
     tree.deploy(["s1", "s2", "s3"])
     moved = tree.deploy(["s2", "s3"])  # s1 turns red: one delete, nothing else
     assert moved.writes == 1 and moved.pipelines == 0
-    assert [e.table for e in moved.switches["s1"].diff.delete] == [it.T_AGG]
+    assert [e.table for e in moved.switches["s1"].diff.delete] == [pg.T_AGG]
     got = tree.round(2, VECS)
     assert sorted((p.bitmap, p.count) for p in got) == [(0b0011, 2), (0b1100, 2)]
     assert ap.wrap_sum(p.values for p in got) == ap.wrap_sum(VECS.values())

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 from innet.cli import main
-from innet.p4rt import intent as it
+from innet.p4rt import entities as en
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.controller import PRIMARY, STANDBY, Controller, SwitchTarget
 from innet.p4rt.encode import normalise
-from innet.p4rt.schema import load_pipeline
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import load_topology
 from p4rt_helpers import eventually, fake_addresses
@@ -45,13 +47,13 @@ def targets(k: int | None = 4, threshold: int | None = 20) -> dict[str, SwitchTa
     return {n: SwitchTarget(entries[n]) for n in NAMES}
 
 
-def held(srv: FakeP4RuntimeServer, name: str) -> set[it.Entry]:
+def held(srv: FakeP4RuntimeServer, name: str) -> set[en.Entry]:
     with SwitchClient(SwitchAddress(name, srv.address, NAMES.index(name)), PIPE.schema,
                       writer=False) as c:
-        return set(c.read_entries(it.MANAGED_TABLES, it.DEFAULT_TABLES))
+        return set(c.read_entries(pg.MANAGED_TABLES, pg.DEFAULT_TABLES))
 
 
-def want(t: dict[str, SwitchTarget], name: str) -> set[it.Entry]:
+def want(t: dict[str, SwitchTarget], name: str) -> set[en.Entry]:
     return {normalise(PIPE.schema, e) for e in t[name].entries}
 
 
@@ -84,7 +86,7 @@ def test_drift_and_a_blank_switch_are_repaired(server: FakeP4RuntimeServer) -> N
         ctl.wait_synced(5.0)
         loads = server.device(1).pipeline_loads
         writes = server.device(1).updates_written
-        gone = server.drop_entry(1, it.T_ROUTES)
+        gone = server.drop_entry(1, pg.T_ROUTES)
         assert eventually(lambda: held(server, "s2") == want(t, "s2"))
         # exactly the one missing entry went back: no reload, one insert
         assert server.device(1).pipeline_loads == loads
@@ -134,7 +136,7 @@ def test_takeover_and_back_and_a_backup_taking_over(server: FakeP4RuntimeServer)
             assert other.primary
             assert eventually(lambda: ours.views()["s2"].state == STANDBY)
             assert ours.views()["s2"].primary_election_id == (2, 0)
-            server.drop_entry(1, it.T_ROUTES)  # while the other is primary: not ours to fix
+            server.drop_entry(1, pg.T_ROUTES)  # while the other is primary: not ours to fix
             writes = server.device(1).updates_written
             time.sleep(0.5)  # five of our intervals
             assert server.device(1).updates_written == writes
@@ -149,7 +151,7 @@ def test_takeover_and_back_and_a_backup_taking_over(server: FakeP4RuntimeServer)
             ours.stop()
             assert eventually(lambda: all(v.state == PRIMARY
                                           for v in standby.views().values()))
-            server.drop_entry(3, it.T_ROUTES)
+            server.drop_entry(3, pg.T_ROUTES)
             assert eventually(lambda: held(server, "s4") == want(t, "s4"))
             assert standby.views()["s4"].primary_election_id == (0, 1 << 40)
     assert no_worker_threads()
@@ -166,7 +168,7 @@ def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
     t = targets()
     with Controller(addrs(server), PIPE, t, interval=5.0) as ctl:
         ctl.wait_synced(5.0)
-        server.drop_entry(0, it.T_ROUTES)
+        server.drop_entry(0, pg.T_ROUTES)
         assert main(["status", "--topology", str(topo), "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         s1, s5 = doc["switches"]["s1"], doc["switches"]["s5"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from innet.cli import main
-from innet.p4rt import intent as it
+from innet.p4rt import entities as en
 from innet.p4rt.client import (
     WRITER_ELECTION_ID,
     SwitchAddress,
@@ -20,7 +20,9 @@ from innet.p4rt.client import (
 )
 from innet.p4rt.deploy import deploy, diff, read_status
 from innet.p4rt.encode import normalise
-from innet.p4rt.schema import load_pipeline
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import Topology, load_topology, topology_from_dict
 from p4rt_helpers import fake_addresses
@@ -46,15 +48,15 @@ def addrs(srv: FakeP4RuntimeServer) -> dict[str, SwitchAddress]:
 
 
 def intent(k: int | None, topo: Topology = BT15, workers: list[str] = ALL,
-           threshold: int | None = 20, job: int = 1) -> dict[str, tuple[it.Entry, ...]]:
+           threshold: int | None = 20, job: int = 1) -> dict[str, tuple[en.Entry, ...]]:
     w = it.workload_from_dict({"job": job, "workers": workers}, topo)
     return it.derive(topo, [w], "soar", k, ecn_threshold=threshold).entries()
 
 
-def held(srv: FakeP4RuntimeServer, name: str) -> set[it.Entry]:
+def held(srv: FakeP4RuntimeServer, name: str) -> set[en.Entry]:
     with SwitchClient(SwitchAddress(name, srv.address, NAMES.index(name)), PIPE.schema,
                       writer=False) as c:
-        return set(c.read_entries(it.MANAGED_TABLES, it.DEFAULT_TABLES))
+        return set(c.read_entries(pg.MANAGED_TABLES, pg.DEFAULT_TABLES))
 
 
 def updates(srv: FakeP4RuntimeServer) -> int:
@@ -71,7 +73,7 @@ def test_first_deploy_loads_the_program_and_every_entry(server: FakeP4RuntimeSer
         assert held(server, name) == {normalise(PIPE.schema, e) for e in want[name]}
         assert server.device(NAMES.index(name)).cookie == PIPE.cookie
     assert {n for n, s in result.switches.items() if s.diff.insert and any(
-        e.table == it.T_AGG for e in s.diff.insert)} == {"s4", "s5", "s6", "s7"}
+        e.table == pg.T_AGG for e in s.diff.insert)} == {"s4", "s5", "s6", "s7"}
     # inserts and the default's modify travel in separate requests, one per kind
     assert all(len(d.write_requests) == 2 for d in server.devices.values())
 
@@ -124,9 +126,9 @@ def test_route_changes_are_modifies(server: FakeP4RuntimeServer) -> None:
 
 def test_entries_nobody_asked_for_are_removed(server: FakeP4RuntimeServer) -> None:
     deploy(addrs(server), intent(4), PIPE)
-    stray = [it.Entry(it.T_ROUTES, (it.Match("dst_addr", 0x0B000000, 8),), it.A_FORWARD,
+    stray = [en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 0x0B000000, 8),), pg.A_FORWARD,
                       (("dst_mac", 1), ("port", 1))),
-             it.Entry(it.T_AGG, (it.Match("job", 77),), it.A_AGGREGATE,
+             en.Entry(pg.T_AGG, (en.Match("job", 77),), pg.A_AGGREGATE,
                       (("expected", 1), ("slot_base", 8), ("slots", 16)))]
     with SwitchClient(SwitchAddress("s9", server.address, NAMES.index("s9")), PIPE.schema) as c:
         c.write("insert", stray)
@@ -169,11 +171,11 @@ def test_open_sessions_can_be_reused(server: FakeP4RuntimeServer) -> None:
 
 
 def test_diff_is_pure_and_keys_decide() -> None:
-    a = it.Entry(it.T_AGG, (it.Match("job", 1),), it.A_AGGREGATE, (("expected", 1),
+    a = en.Entry(pg.T_AGG, (en.Match("job", 1),), pg.A_AGGREGATE, (("expected", 1),
                                                                     ("slot_base", 0)))
-    b = it.Entry(it.T_AGG, (it.Match("job", 1),), it.A_AGGREGATE, (("expected", 3),
+    b = en.Entry(pg.T_AGG, (en.Match("job", 1),), pg.A_AGGREGATE, (("expected", 3),
                                                                     ("slot_base", 0)))
-    c = it.Entry(it.T_AGG, (it.Match("job", 2),), it.A_AGGREGATE, (("expected", 3),
+    c = en.Entry(pg.T_AGG, (en.Match("job", 2),), pg.A_AGGREGATE, (("expected", 3),
                                                                     ("slot_base", 4)))
     d = diff([a, c, it.ecn_entry(None)], [b, it.ecn_entry(5)])
     assert d.insert == () and d.delete == (c,)
@@ -205,15 +207,15 @@ def test_an_unreachable_switch_is_named_and_the_others_still_deploy(
 
 def test_a_refused_write_names_switch_entry_and_reason(server: FakeP4RuntimeServer) -> None:
     deploy(addrs(server), intent(4), PIPE)
-    route = next(e for e in intent(4)["s3"] if e.table == it.T_ROUTES)
+    route = next(e for e in intent(4)["s3"] if e.table == pg.T_ROUTES)
     with SwitchClient(SwitchAddress("s3", server.address, NAMES.index("s3")), PIPE.schema) as c:
         with pytest.raises(WriteError, match=r"switch s3 .*insert route 10\.0\.0\.2/32 -> "
                                              r"port 1 .*ALREADY_EXISTS"):
             c.write("insert", [route])
         with pytest.raises(SwitchError, match=r"switch s3 .*cannot insert route .*port: 600 "
                                               r"does not fit in 9 bits"):
-            c.write("insert", [it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),),
-                                        it.A_FORWARD, (("dst_mac", 1), ("port", 600)))])
+            c.write("insert", [en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 1, 32),),
+                                        pg.A_FORWARD, (("dst_mac", 1), ("port", 600)))])
 
 
 def test_another_writer_on_the_switch_is_reported(server: FakeP4RuntimeServer) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
-from innet.p4rt import intent as it
+from innet.p4rt import entities as en
 from innet.p4rt.client import (
     WRITER_ELECTION_ID,
     SwitchAddress,
@@ -21,17 +21,19 @@ from innet.p4rt.client import (
     WriteError,
     reader_election_id,
 )
-from innet.p4rt.schema import load_pipeline
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 PIPE = load_pipeline()
 S = PIPE.schema
-LPM = S.table(it.T_ROUTES)
-AGG = S.table(it.T_AGG)
-ECN = S.table(it.T_ECN)
-FWD = S.action(it.A_FORWARD)
-AGGA = S.action(it.A_AGGREGATE)
+LPM = S.table(pg.T_ROUTES)
+AGG = S.table(pg.T_AGG)
+ECN = S.table(pg.T_ECN)
+FWD = S.action(pg.A_FORWARD)
+AGGA = S.action(pg.A_AGGREGATE)
 
 
 pytestmark = pytest.mark.usefixtures("no_p4runtime_threads_left")
@@ -91,10 +93,10 @@ def test_well_formed_entries_are_stored_canonically(server: FakeP4RuntimeServer,
     # padded to full width (allowed) is read back canonical, as BMv2 does
     write(client, lpm_entry(b"\x0a\x00\x00\x02", 32, [(1, b"\x00\x00\x00\x00\x00\x07"),
                                                       (2, b"\x00\x03")]))
-    (e,) = client.read_entries((it.T_ROUTES,))
-    assert e == it.Entry(it.T_ROUTES, (it.Match("dst_addr", 0x0A000002, 32),), it.A_FORWARD,
+    (e,) = client.read_entries((pg.T_ROUTES,))
+    assert e == en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 0x0A000002, 32),), pg.A_FORWARD,
                          (("dst_mac", 7), ("port", 3)))
-    stored = server.device(0).table_entries(it.T_ROUTES)[0]
+    stored = server.device(0).table_entries(pg.T_ROUTES)[0]
     assert stored.action.action.params[0].value == b"\x07"
 
 
@@ -146,12 +148,12 @@ def test_update_semantics(server: FakeP4RuntimeServer, client: SwitchClient) -> 
     assert "NOT_FOUND" in refused(client, agg_entry(b"\x02"), p4runtime_pb2.Update.MODIFY)
     assert "NOT_FOUND" in refused(client, agg_entry(b"\x02"), p4runtime_pb2.Update.DELETE)
     write(client, agg_entry(b"\x01", expected=b"\x07"), kind=p4runtime_pb2.Update.MODIFY)
-    assert client.read_entries((it.T_AGG,))[0].param("expected") == 7
+    assert client.read_entries((pg.T_AGG,))[0].param("expected") == 7
     write(client, agg_entry(b"\x01"), kind=p4runtime_pb2.Update.DELETE)
-    assert client.read_entries((it.T_AGG,)) == []
+    assert client.read_entries((pg.T_AGG,)) == []
     # a keyless table holds no entries; its default is modified, never inserted
     te = p4runtime_pb2.TableEntry(table_id=ECN.id)
-    te.action.action.action_id = S.action(it.A_ECN_OFF).id
+    te.action.action.action_id = S.action(pg.A_ECN_OFF).id
     assert "keyless" in refused(client, te)
     te.is_default_action = True
     assert "can only be modified" in refused(client, te)
@@ -159,7 +161,7 @@ def test_update_semantics(server: FakeP4RuntimeServer, client: SwitchClient) -> 
     with pytest.raises(WriteError) as exc:
         write(client, agg_entry(b"\x05"), agg_entry(b"\x06", base=b"\x01\x00\x00"))
     assert [(i, code) for i, code, _ in exc.value.errors] == [(1, "INVALID_ARGUMENT")]
-    assert [e.match[0].value for e in client.read_entries((it.T_AGG,))] == [5]
+    assert [e.match[0].value for e in client.read_entries((pg.T_AGG,))] == [5]
 
 
 def test_tables_fill_up(client: SwitchClient) -> None:
@@ -168,14 +170,14 @@ def test_tables_fill_up(client: SwitchClient) -> None:
 
 
 def test_default_actions_start_from_the_program_and_can_be_reset(client: SwitchClient) -> None:
-    initial = client.read_entries((), (it.T_ECN,))
+    initial = client.read_entries((), (pg.T_ECN,))
     assert initial == [it.ecn_entry(None)]
     client.write("modify", [it.ecn_entry(25)])
-    assert client.read_entries((), (it.T_ECN,)) == [it.ecn_entry(25)]
+    assert client.read_entries((), (pg.T_ECN,)) == [it.ecn_entry(25)]
     te = p4runtime_pb2.TableEntry(table_id=ECN.id, is_default_action=True)
     write(client, te, kind=p4runtime_pb2.Update.MODIFY)  # no action: back to the initial one
-    assert client.read_entries((), (it.T_ECN,)) == initial
-    lpm_default = client.read_entries((), (it.T_ROUTES,))
+    assert client.read_entries((), (pg.T_ECN,)) == initial
+    lpm_default = client.read_entries((), (pg.T_ROUTES,))
     assert [e.action for e in lpm_default] == ["drop"]
 
 
@@ -199,9 +201,9 @@ def test_only_the_primary_writes(server: FakeP4RuntimeServer, client: SwitchClie
     addr = SwitchAddress("s1", server.address, 0)
     with SwitchClient(addr, S, writer=False) as reader:
         assert not reader._client.is_primary
-        assert reader.read_entries((it.T_AGG,)) == []  # reading is fine
+        assert reader.read_entries((pg.T_AGG,)) == []  # reading is fine
         with pytest.raises(SwitchError, match=r"switch s1 .*PERMISSION_DENIED"):
-            reader.write("insert", [it.Entry(it.T_AGG, (it.Match("job", 1),), it.A_AGGREGATE,
+            reader.write("insert", [en.Entry(pg.T_AGG, (en.Match("job", 1),), pg.A_AGGREGATE,
                                              (("expected", 1), ("slot_base", 0),
                                                               ("slots", 16)))])
         with pytest.raises(SwitchError, match="PERMISSION_DENIED"):
@@ -225,7 +227,7 @@ def test_unknown_device_and_missing_pipeline(server: FakeP4RuntimeServer) -> Non
     with SwitchClient(SwitchAddress("s2", server.address, 1), S) as c:
         assert c.pipeline_cookie() is None
         with pytest.raises(SwitchError, match=r"switch s2 .*No forwarding pipeline"):
-            c.read_entries((it.T_AGG,))
+            c.read_entries((pg.T_AGG,))
         c.set_pipeline(PIPE)
         assert c.pipeline_cookie() == PIPE.cookie
         assert server.device(1).pipeline_loads == 1

@@ -12,7 +12,9 @@ import pytest
 from innet import routing
 from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
 from innet.errors import InputError
-from innet.p4rt import intent as it
+from innet.p4rt import entities as en
+from innet.plan import intent as it
+from innet.plan import program as pg
 from innet.soar.baselines import STRATEGIES
 from innet.topology import Topology, load_topology, topology_from_dict
 
@@ -255,19 +257,19 @@ def test_soar_on_bt15_with_k4_aggregates_at_the_four_middle_switches() -> None:
 def test_entries_of_a_switch() -> None:
     intent = it.derive(BT15, [wl(BT15, all_workers(BT15))], "soar", 4, ecn_threshold=30)
     entries = intent.entries()["s4"]
-    routes = [e for e in entries if e.table == it.T_ROUTES]
+    routes = [e for e in entries if e.table == pg.T_ROUTES]
     assert len(routes) == len(BT15.hosts)
     h1 = next(e for e in routes if e.match[0].value == 0x0A000003)
-    assert h1.match == (it.Match("dst_addr", 0x0A000003, 32),)
+    assert h1.match == (en.Match("dst_addr", 0x0A000003, 32),)
     assert h1.params == (("dst_mac", 0x080000000002), ("port", 2))
-    agg = [e for e in entries if e.table == it.T_AGG]
-    assert agg == [it.Entry(it.T_AGG, (it.Match("job", 1),), it.A_AGGREGATE,
+    agg = [e for e in entries if e.table == pg.T_AGG]
+    assert agg == [en.Entry(pg.T_AGG, (en.Match("job", 1),), pg.A_AGGREGATE,
                             (("expected", 0xF), ("slot_base", 0), ("slots", 16)))]
-    assert entries[-2] == it.Entry(it.T_ECN, (), it.A_ECN_ON, (("threshold", 30),),
+    assert entries[-2] == en.Entry(pg.T_ECN, (), pg.A_ECN_ON, (("threshold", 30),),
                                    default=True)
-    assert entries[-1] == it.Entry(it.T_FAULT, (), it.A_NO_FAULT, (), default=True)
+    assert entries[-1] == en.Entry(pg.T_FAULT, (), pg.A_NO_FAULT, (), default=True)
     assert it.derive(BT15, [wl(BT15, ["h1"])], ecn_threshold=None).entries()["s1"][-2] \
-        == it.Entry(it.T_ECN, (), it.A_ECN_OFF, (), default=True)
+        == en.Entry(pg.T_ECN, (), pg.A_ECN_OFF, (), default=True)
 
 
 def test_several_jobs_get_their_own_slots() -> None:
@@ -323,19 +325,19 @@ def test_slot_bases_do_not_move_when_jobs_come_and_go() -> None:
 def test_fault_injection_entry() -> None:
     jp = it.plan_job(BT15, wl(BT15, ["h1"]), blue=[])
     e = it.network_intent(BT15, [jp], drop_probability=0.05).entries()["s1"][-1]
-    assert e == it.Entry(it.T_FAULT, (), it.A_DROP, (("share", 3277),), default=True)
-    assert it.describe(e) == "fault injection: drop 5.00% of aggregation packets"
+    assert e == en.Entry(pg.T_FAULT, (), pg.A_DROP, (("share", 3277),), default=True)
+    assert pg.describe(e) == "fault injection: drop 5.00% of aggregation packets"
 
 
 def test_describe_reads_well() -> None:
     intent = it.derive(BT15, [wl(BT15, all_workers(BT15))], "soar", 4)
-    text = [it.describe(e) for e in intent.entries()["s4"]]
+    text = [pg.describe(e) for e in intent.entries()["s4"]]
     assert "route 10.0.0.3/32 -> port 2 (dst mac 08:00:00:00:00:02)" in text
     assert "aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" in text
     assert text[-2] == "ECN: mark CE at queue depth >= 20"
     assert text[-1] == "fault injection: off"
-    other = it.Entry("t", (it.Match("f", 10),), "a", (("x", 1),))
-    assert it.describe(other) == "t [f=0xa] -> a(x=1)"
+    other = en.Entry("t", (en.Match("f", 10),), "a", (("x", 1),))
+    assert pg.describe(other) == "t [f=0xa] -> a(x=1)"
 
 
 def test_equal_cost_next_hops_spread_over_the_spines() -> None:

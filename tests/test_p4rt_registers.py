@@ -5,20 +5,22 @@ from __future__ import annotations
 import json
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS, VECTOR_LEN
-from innet.p4rt import intent as it
-from innet.p4rt.registers import clean_commands, slot_registers, stale_slots
-from innet.p4rt.schema import load_pipeline
+from innet.p4rt import entities as en
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
+from innet.plan.registers import clean_commands, slot_registers, stale_slots
 
 PIPE = load_pipeline()
 
 
-def agg(job: int, base: int, slots: int = 4) -> it.Entry:
-    return it.Entry(it.T_AGG, (it.Match("job", job),), it.A_AGGREGATE,
+def agg(job: int, base: int, slots: int = 4) -> en.Entry:
+    return en.Entry(pg.T_AGG, (en.Match("job", job),), pg.A_AGGREGATE,
                     (("expected", 3), ("slot_base", base), ("slots", slots)))
 
 
 def test_slots_of_deleted_or_changed_aggregation_entries() -> None:
-    route = it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), it.A_FORWARD,
+    route = en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 1, 32),), pg.A_FORWARD,
                      (("dst_mac", 1), ("port", 1)))
     assert stale_slots([route, it.ecn_entry(5)]) == ()
     assert stale_slots([agg(1, 8), agg(2, 0)]) == (0, 1, 2, 3, 8, 9, 10, 11)

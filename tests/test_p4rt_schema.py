@@ -7,16 +7,18 @@ from pathlib import Path
 import pytest
 from innet.errors import InputError
 from innet.p4rt import encode
-from innet.p4rt import intent as it
+from innet.p4rt import entities as en
 from innet.p4rt.schema import (
     decode_value,
     encode_value,
     int_to_ip,
     int_to_mac,
     ip_to_int,
-    load_pipeline,
     mac_to_int,
 )
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
 from innet.topology import load_topology
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,33 +27,33 @@ SCHEMA = PIPE.schema
 
 
 def test_the_names_the_intent_uses_exist_with_the_widths_it_assumes() -> None:
-    lpm = SCHEMA.table(it.T_ROUTES)
+    lpm = SCHEMA.table(pg.T_ROUTES)
     assert [(f.name.rsplit(".", 1)[-1], f.bitwidth, f.match_type) for f in lpm.match_fields] \
         == [("dst_addr", 32, "lpm")]
-    agg = SCHEMA.table(it.T_AGG)
+    agg = SCHEMA.table(pg.T_AGG)
     assert [(f.bitwidth, f.match_type) for f in agg.match_fields] == [(16, "exact")]
-    assert SCHEMA.table(it.T_ECN).keyless
+    assert SCHEMA.table(pg.T_ECN).keyless
     widths = {a: [(p.name, p.bitwidth) for p in SCHEMA.action(a).params]
-              for a in (it.A_FORWARD, it.A_AGGREGATE, it.A_ECN_ON, it.A_ECN_OFF, it.A_DROP,
-                        it.A_NO_FAULT)}
-    assert widths == {it.A_FORWARD: [("dst_mac", 48), ("port", 9)],
-                      it.A_AGGREGATE: [("expected", 32), ("slot_base", 16), ("slots", 16)],
-                      it.A_ECN_ON: [("threshold", 19)], it.A_ECN_OFF: [],
-                      it.A_DROP: [("share", 16)], it.A_NO_FAULT: []}
-    assert SCHEMA.table(it.T_FAULT).keyless
+              for a in (pg.A_FORWARD, pg.A_AGGREGATE, pg.A_ECN_ON, pg.A_ECN_OFF, pg.A_DROP,
+                        pg.A_NO_FAULT)}
+    assert widths == {pg.A_FORWARD: [("dst_mac", 48), ("port", 9)],
+                      pg.A_AGGREGATE: [("expected", 32), ("slot_base", 16), ("slots", 16)],
+                      pg.A_ECN_ON: [("threshold", 19)], pg.A_ECN_OFF: [],
+                      pg.A_DROP: [("share", 16)], pg.A_NO_FAULT: []}
+    assert SCHEMA.table(pg.T_FAULT).keyless
     for name, size in (("port_in", 512), ("port_out", 512), ("ecn_marked", 512),
                        ("agg_events", 16)):
         assert SCHEMA.counter(name).size == size
     # full names resolve too, and aliases are what reads report
-    full = SCHEMA.table(it.T_ROUTES).name
-    assert SCHEMA.table(full).alias == it.T_ROUTES
+    full = SCHEMA.table(pg.T_ROUTES).name
+    assert SCHEMA.table(full).alias == pg.T_ROUTES
 
 
 def test_unknown_names_are_input_errors_listing_what_exists() -> None:
     with pytest.raises(InputError, match=r"no table 'nope'.*ipv4_lpm"):
         SCHEMA.table("nope")
     with pytest.raises(InputError, match="no parameter 'x'"):
-        SCHEMA.action(it.A_FORWARD).param("x")
+        SCHEMA.action(pg.A_FORWARD).param("x")
 
 
 def test_pipeline_is_loaded_once_and_named_by_a_cookie(tmp_path: Path) -> None:
@@ -96,32 +98,32 @@ def test_every_entry_the_intent_makes_survives_a_round_trip() -> None:
 
 
 def test_lpm_values_are_masked_to_the_prefix() -> None:
-    e = it.Entry(it.T_ROUTES, (it.Match("dst_addr", ip_to_int("10.1.2.3"), 16),), it.A_FORWARD,
+    e = en.Entry(pg.T_ROUTES, (en.Match("dst_addr", ip_to_int("10.1.2.3"), 16),), pg.A_FORWARD,
                  (("dst_mac", 1), ("port", 1)))
     te = encode.table_entry(SCHEMA, e)
     assert te.match[0].lpm.value == b"\x0a\x01\x00\x00" and te.match[0].lpm.prefix_len == 16
 
 
 @pytest.mark.parametrize("entry, message", [
-    (it.Entry("nope", (), "ecn_off", (), default=True), "no table 'nope'"),
-    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), "aggregate",
+    (en.Entry("nope", (), "ecn_off", (), default=True), "no table 'nope'"),
+    (en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 1, 32),), "aggregate",
               (("expected", 1), ("slot_base", 0))), "has no action aggregate"),
-    (it.Entry(it.T_ECN, (), it.A_ECN_OFF, ()), "keyless"),
-    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 33),), it.A_FORWARD,
+    (en.Entry(pg.T_ECN, (), pg.A_ECN_OFF, ()), "keyless"),
+    (en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 1, 33),), pg.A_FORWARD,
               (("dst_mac", 1), ("port", 1))), "prefix length 33"),
-    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), it.A_FORWARD,
+    (en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 1, 32),), pg.A_FORWARD,
               (("dst_mac", 1), ("port", 512))), "parameter port: 512 does not fit in 9 bits"),
-    (it.Entry(it.T_ROUTES, (it.Match("dst_addr", 1, 32),), it.A_FORWARD, (("port", 1),)),
+    (en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 1, 32),), pg.A_FORWARD, (("port", 1),)),
      r"takes \(dst_mac, port\)"),
-    (it.Entry(it.T_AGG, (it.Match("job", 1 << 16),), it.A_AGGREGATE,
+    (en.Entry(pg.T_AGG, (en.Match("job", 1 << 16),), pg.A_AGGREGATE,
               (("expected", 1), ("slot_base", 0))), "field job: 65536 does not fit"),
-    (it.Entry(it.T_AGG, (it.Match("nope", 1),), it.A_AGGREGATE,
+    (en.Entry(pg.T_AGG, (en.Match("nope", 1),), pg.A_AGGREGATE,
               (("expected", 1), ("slot_base", 0))), "no match field 'nope'"),
-    (it.Entry(it.T_AGG, (it.Match("job", 1, 8),), it.A_AGGREGATE,
+    (en.Entry(pg.T_AGG, (en.Match("job", 1, 8),), pg.A_AGGREGATE,
               (("expected", 1), ("slot_base", 0))), "exact, not a prefix"),
-    (it.Entry(it.T_ECN, (it.Match("x", 1),), it.A_ECN_OFF, (), default=True), "no match"),
+    (en.Entry(pg.T_ECN, (en.Match("x", 1),), pg.A_ECN_OFF, (), default=True), "no match"),
 ])
-def test_entries_the_program_cannot_hold_are_refused_by_name(entry: it.Entry,
+def test_entries_the_program_cannot_hold_are_refused_by_name(entry: en.Entry,
                                                              message: str) -> None:
     with pytest.raises(encode.EncodeError, match=message):
         encode.table_entry(SCHEMA, entry)

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     from innet.cassini import cli as cassini_cli
 
     cassini_cli.register(sub)
-    from innet.p4rt import cli as p4rt_cli
+    from innet import deploy_cli as p4rt_cli
 
     p4rt_cli.register(sub)
     from innet import pcap

@@ -95,7 +95,7 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
 
     _section("SOAR: where to aggregate (model)")
     from innet.emulation.aggregation import default_workload
-    from innet.p4rt.intent import aggregation_tree
+    from innet.plan.intent import aggregation_tree
     from innet.topology import load_topology
 
     topo = load_topology(bt15)

@@ -28,7 +28,7 @@ from innet.aggpacket import EVENT_NAMES, SLOTS, VECTOR_LEN
 from innet.emulation.agghost import expected_digest
 from innet.emulation.net import running_network
 from innet.errors import InputError
-from innet.p4rt.intent import (
+from innet.plan.intent import (
     Held,
     JobPlan,
     Workload,
@@ -37,6 +37,7 @@ from innet.p4rt.intent import (
     network_intent,
     plan_job,
 )
+from innet.plan.program import C_AGG_EVENTS, C_PORT_OUT
 from innet.routing import next_hops
 from innet.topology import Topology, load_topology
 
@@ -144,9 +145,9 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
 
     from innet.p4rt.client import switch_addresses
     from innet.p4rt.controller import Controller, SwitchTarget, events_to
-    from innet.p4rt.intent import NetworkIntent
-    from innet.p4rt.schema import load_pipeline
     from innet.p4rt.thrift import QueueSetting
+    from innet.plan.intent import NetworkIntent
+    from innet.plan.pipeline import load_pipeline
 
     topo = load_topology(topology_path)
     base = load_workload(workload_path, topo) if workload_path else default_workload(topo)
@@ -208,15 +209,15 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                     ctl.set_targets(targets(intent))
                 applied = ctl.wait_synced(SYNC_TIMEOUT)
                 writes = sum(d.diff.writes for d in applied.values())
-                before = _counters(ctl.session, addresses, "port_out")
-                ev_before = _counters(ctl.session, addresses, "agg_events")
+                before = _counters(ctl.session, addresses, C_PORT_OUT)
+                ev_before = _counters(ctl.session, addresses, C_AGG_EVENTS)
                 # each stream's chunks come after the previous one's: a cell that kept a
                 # chunk of the last strategy sees the new ones as newer (docs: limits)
                 hosts = _stream(run, topo, workloads, values, window, seed, i * (chunks + 1),
                                 chunks, out, name, loss > 0)
                 time.sleep(0.3)
-                after = _counters(ctl.session, addresses, "port_out")
-                ev_after = _counters(ctl.session, addresses, "agg_events")
+                after = _counters(ctl.session, addresses, C_PORT_OUT)
+                ev_after = _counters(ctl.session, addresses, C_AGG_EVENTS)
                 link_packets: dict[str, int] = {}
                 for jp in jps:
                     for s, p in uplink_ports(topo, jp).items():

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from innet.errors import InputError
+from innet.plan.program import C_ECN_MARKED
 from innet.topology import Topology, load_topology
 
 
@@ -94,9 +95,9 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
     from innet.emulation.net import running_network
     from innet.p4rt.client import switch_addresses
     from innet.p4rt.controller import Controller, SwitchTarget, events_to
-    from innet.p4rt.intent import network_intent
-    from innet.p4rt.schema import load_pipeline
     from innet.p4rt.thrift import QueueSetting
+    from innet.plan.intent import network_intent
+    from innet.plan.pipeline import load_pipeline
 
     if iterations < 1:
         raise InputError(f"--iterations must be >= 1, got {iterations}")
@@ -155,7 +156,7 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
 def _marks(ctl: Any) -> int:
     """CE marks counted by every switch, through the controller's current sessions."""
     return sum(p for s in ctl.views() for p, _ in
-               ctl.session(s).read_counters("ecn_marked").values())
+               ctl.session(s).read_counters(C_ECN_MARKED).values())
 
 
 def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dict[str, float],

@@ -27,7 +27,7 @@ from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException
 
 from innet.errors import InputError
 from innet.p4rt import encode
-from innet.p4rt.intent import Entry, describe
+from innet.p4rt.entities import Entry
 from innet.p4rt.schema import Pipeline, Schema
 from innet.topology import Topology
 
@@ -339,11 +339,11 @@ class SwitchClient:
             try:
                 self.write_request(req)
             except WriteError as exc:
-                text = "; ".join(f"{kind} {describe(chunk[i])}: {code}: {msg}"
+                text = "; ".join(f"{kind} {self.schema.describe(chunk[i])}: {code}: {msg}"
                                  for i, code, msg in exc.errors)
                 raise WriteError(f"{self.address}: {text}", exc.errors) from None
             except SwitchError as exc:
-                raise SwitchError(f"{exc} (first entry: {describe(chunk[0])})",
+                raise SwitchError(f"{exc} (first entry: {self.schema.describe(chunk[0])})",
                                   code=exc.code) from None
             log.debug("%s: %s %d entries", self.name, kind, len(chunk))
 

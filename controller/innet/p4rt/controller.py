@@ -41,7 +41,7 @@ from innet.p4rt.client import (
     format_election,
 )
 from innet.p4rt.deploy import SwitchDeploy, deploy_switch
-from innet.p4rt.intent import Entry, describe
+from innet.p4rt.entities import Describe, Entry
 from innet.p4rt.schema import Pipeline
 from innet.p4rt.thrift import QueueSetting
 
@@ -247,7 +247,7 @@ def events_to(path: Path) -> Iterator[None]:
         handler.close()
 
 
-def _summary(d: SwitchDeploy, limit: int = 3) -> str:
+def _summary(d: SwitchDeploy, describe: Describe, limit: int = 3) -> str:
     diff = d.diff
     parts = [f"+{len(diff.insert)} ~{len(diff.modify)} -{len(diff.delete)}"]
     shown = ([f"+ {describe(e)}" for e in diff.insert] + [f"~ {describe(n)}" for _, n in
@@ -381,10 +381,10 @@ class _Worker:
                 again = (" again (forced)" if forced else
                          " again: the switch came back without it" if self.loaded_once else "")
                 event(self.name, f"program loaded{again}; cookie {ctl.pipeline.cookie:#x}; "
-                                 f"{_summary(result)} entries"
+                                 f"{_summary(result, ctl.pipeline.schema.describe)} entries"
                                  + (", queues set" if target.queues else ""))
             elif result.diff.writes:
-                event(self.name, f"repaired {_summary(result)}")
+                event(self.name, f"repaired {_summary(result, ctl.pipeline.schema.describe)}")
             elif fresh and target.queues:
                 event(self.name, "in the intended state; queues set")
             elif fresh:

@@ -1,13 +1,14 @@
 """Deploy = read what each switch holds, write only the difference.
 
-Per switch: if it does not run our program (its pipeline cookie differs) the program is
+Per switch: if it does not run the program (its pipeline cookie differs) the program is
 loaded first; then its entries in the managed tables are read, compared with the intent, and
 the difference goes out as at most three Write requests: deletes, then modifies, then inserts.
 Deletes first free table space, and P4Runtime applies the updates of one batch in no fixed
 order, so kinds never share a batch. An entry whose key is unchanged but whose action data
 differs is one MODIFY, never a delete plus an insert: a new plan costs the fewest writes, and
 the same plan twice costs none. The register slots of an aggregation entry that was deleted or
-changed are zeroed afterwards (registers.py), through thrift.
+changed are zeroed afterwards, through thrift, by the commands the pipeline's `managed`
+hooks give (innet's: innet.plan.registers).
 
 Switches are deployed in parallel and independently: one that cannot be reached or refuses
 is reported with its reason next to the results of the others, never instead of them. Deploy
@@ -26,12 +27,9 @@ from typing import TypeVar
 from innet.errors import InputError
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
-from innet.p4rt.intent import DEFAULT_TABLES, MANAGED_TABLES, Entry, Match
-from innet.p4rt.registers import clean_commands, slot_registers, stale_slots
+from innet.p4rt.entities import Entry, Match
 from innet.p4rt.schema import Pipeline
 from innet.p4rt.thrift import QueueSetting, run_cli, set_queues
-
-COUNTERS = ("port_in", "port_out", "ecn_marked", "agg_events")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +118,8 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
     else:
         if load:
             client.set_pipeline(pipeline)
-        current = client.read_entries(MANAGED_TABLES, DEFAULT_TABLES)
+        current = client.read_entries(pipeline.managed.tables,
+                                       pipeline.managed.default_tables)
     d = diff(current, desired)
     if not dry_run:
         if d.delete:
@@ -131,14 +130,15 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
             client.write("insert", d.insert)
         if queues and (always_queues or load):
             set_queues(client.address, queues)
-    slots = () if load else stale_slots([*d.delete, *(old for old, _ in d.modify if old)])
+    slots = () if load else pipeline.managed.stale_slots(
+        [*d.delete, *(old for old, _ in d.modify if old)])
     note = None
     if slots and not dry_run:
         if client.address.thrift_port is None:
             note = f"slots {slots[0]}..{slots[-1]} not cleaned: no thrift port known"
         else:
-            run_cli(client.address, clean_commands(slot_registers(pipeline.device_config),
-                                                   slots))
+            run_cli(client.address, pipeline.managed.clean_commands(pipeline.device_config,
+                                                                    slots))
     return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0,
                         slots if note is None else (), note)
 
@@ -212,8 +212,9 @@ def read_status(client: SwitchClient, pipeline: Pipeline) -> SwitchStatus:
     ours = client.pipeline_cookie() == pipeline.cookie
     if not ours:
         return SwitchStatus(client.name, client.address.grpc, False, ())
-    entries = tuple(client.read_entries(MANAGED_TABLES, DEFAULT_TABLES))
-    counters = {name: client.read_counters(name) for name in COUNTERS}
+    entries = tuple(client.read_entries(pipeline.managed.tables,
+                                       pipeline.managed.default_tables))
+    counters = {name: client.read_counters(name) for name in pipeline.managed.counters}
     return SwitchStatus(client.name, client.address.grpc, True, entries, counters)
 
 

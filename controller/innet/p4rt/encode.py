@@ -1,4 +1,4 @@
-"""Intent entries <-> P4Runtime protobuf, both ways, with the schema of one P4Info.
+"""Entities <-> P4Runtime protobuf, both ways, with the schema of one P4Info.
 
 Symmetric on purpose: `entry_from_proto(schema, table_entry(schema, e)) == e` for every entry
 the controller writes, so what a switch returns on a read can be compared with the intent
@@ -12,7 +12,7 @@ from typing import Any
 from p4.v1 import p4runtime_pb2
 
 from innet.errors import InputError
-from innet.p4rt.intent import Entry, Match, describe
+from innet.p4rt.entities import CloneSession, Entry, Match, MulticastGroup, Replica
 from innet.p4rt.schema import Schema, decode_value, encode_value
 
 
@@ -30,24 +30,24 @@ def table_entry(schema: Schema, entry: Entry) -> Any:
         table = schema.table(entry.table)
         action = schema.action(entry.action)
     except InputError as exc:
-        raise EncodeError(f"{describe(entry)}: {exc}") from None
+        raise EncodeError(f"{schema.describe(entry)}: {exc}") from None
     if action.id not in table.action_ids:
-        raise EncodeError(f"{describe(entry)}: table {table.alias} has no action "
+        raise EncodeError(f"{schema.describe(entry)}: table {table.alias} has no action "
                           f"{action.alias}")
     te = p4runtime_pb2.TableEntry()
     te.table_id = table.id
     if entry.default:
         if entry.match:
-            raise EncodeError(f"{describe(entry)}: a default action has no match")
+            raise EncodeError(f"{schema.describe(entry)}: a default action has no match")
         te.is_default_action = True
     elif table.keyless:
-        raise EncodeError(f"{describe(entry)}: table {table.alias} is keyless; only its "
+        raise EncodeError(f"{schema.describe(entry)}: table {table.alias} is keyless; only its "
                           "default action can be set")
     for m in entry.match:
         try:
             info = table.field(m.field)
         except InputError as exc:
-            raise EncodeError(f"{describe(entry)}: {exc}") from None
+            raise EncodeError(f"{schema.describe(entry)}: {exc}") from None
         fm = te.match.add()
         fm.field_id = info.id
         try:
@@ -65,11 +65,11 @@ def table_entry(schema: Schema, entry: Entry) -> Any:
             else:
                 raise ValueError(f"match type {info.match_type} is not supported here")
         except ValueError as exc:
-            raise EncodeError(f"{describe(entry)}: field {m.field}: {exc}") from None
+            raise EncodeError(f"{schema.describe(entry)}: field {m.field}: {exc}") from None
     te.action.action.action_id = action.id
     given = dict(entry.params)
     if set(given) != {p.name for p in action.params}:
-        raise EncodeError(f"{describe(entry)}: action {action.alias} takes "
+        raise EncodeError(f"{schema.describe(entry)}: action {action.alias} takes "
                           f"({', '.join(p.name for p in action.params)}), got "
                           f"({', '.join(given)})")
     for p in action.params:
@@ -78,7 +78,7 @@ def table_entry(schema: Schema, entry: Entry) -> Any:
         try:
             pm.value = encode_value(given[p.name], p.bitwidth)
         except ValueError as exc:
-            raise EncodeError(f"{describe(entry)}: parameter {p.name}: {exc}") from None
+            raise EncodeError(f"{schema.describe(entry)}: parameter {p.name}: {exc}") from None
     return te
 
 
@@ -111,6 +111,43 @@ def normalise(schema: Schema, entry: Entry) -> Entry:
     return entry_from_proto(schema, table_entry(schema, entry))
 
 
+def replication_entity(item: MulticastGroup | CloneSession) -> Any:
+    """p4.v1.Entity of a packet replication engine entry (replicas in sorted order)."""
+    ent = p4runtime_pb2.Entity()
+    pre = ent.packet_replication_engine_entry
+    if isinstance(item, MulticastGroup):
+        pre.multicast_group_entry.multicast_group_id = item.group_id
+        replicas = pre.multicast_group_entry.replicas
+    else:
+        pre.clone_session_entry.session_id = item.session_id
+        pre.clone_session_entry.class_of_service = item.class_of_service
+        pre.clone_session_entry.packet_length_bytes = item.packet_length_bytes
+        replicas = pre.clone_session_entry.replicas
+    for r in sorted(item.replicas):
+        rep = replicas.add()
+        rep.egress_port = r.port
+        rep.instance = r.instance
+    return ent
+
+
+def replication_from_proto(ent: Any) -> MulticastGroup | CloneSession:
+    """The multicast group or clone session a read packet replication entity stands for."""
+    pre = ent.packet_replication_engine_entry
+    kind = pre.WhichOneof("type")
+    if kind == "multicast_group_entry":
+        g = pre.multicast_group_entry
+        return MulticastGroup(int(g.multicast_group_id), _replicas(g.replicas))
+    if kind == "clone_session_entry":
+        c = pre.clone_session_entry
+        return CloneSession(int(c.session_id), _replicas(c.replicas), int(c.class_of_service),
+                            int(c.packet_length_bytes))
+    raise ValueError(f"unsupported packet replication entry {kind}")
+
+
+def _replicas(replicas: Any) -> tuple[Replica, ...]:
+    return tuple(sorted(Replica(int(r.egress_port), int(r.instance)) for r in replicas))
+
+
 UPDATE_TYPES = {"insert": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY,
                 "delete": p4runtime_pb2.Update.DELETE}
 
@@ -119,6 +156,14 @@ def update(schema: Schema, kind: str, entry: Entry) -> Any:
     up = p4runtime_pb2.Update()
     up.type = UPDATE_TYPES[kind]
     up.entity.table_entry.CopyFrom(table_entry(schema, entry))
+    return up
+
+
+def replication_update(kind: str, item: MulticastGroup | CloneSession) -> Any:
+    """An Update inserting, modifying or deleting a multicast group or clone session."""
+    up = p4runtime_pb2.Update()
+    up.type = UPDATE_TYPES[kind]
+    up.entity.CopyFrom(replication_entity(item))
     return up
 
 

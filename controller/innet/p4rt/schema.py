@@ -21,11 +21,8 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
 from innet.errors import InputError
-
-# the repository: controller/innet/p4rt/schema.py -> controller/innet/p4rt, innet, controller, .
-P4SRC = Path(__file__).resolve().parents[3] / "p4src"
-P4INFO_PATH = P4SRC / "innet.p4info.txtpb"
-BMV2_JSON_PATH = P4SRC / "innet.json"
+from innet.p4rt.entities import Describe, describe_entry
+from innet.p4rt.managed import Managed
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +97,8 @@ class Schema:
     counters: dict[int, CounterInfo]
     registers: dict[int, str]
     _names: dict[str, dict[str, int]] = field(repr=False)
+    # one line for an entry in messages: the program's own wording when its layer gives one
+    describe: Describe = field(default=describe_entry, repr=False)
 
     def _resolve(self, kind: str, name: str) -> int:
         ids = self._names[kind]
@@ -186,6 +185,7 @@ class Pipeline:
     cookie: int
     p4info_path: str
     device_config_path: str
+    managed: Managed = field(default_factory=Managed)  # what the controller owns in it
 
 
 def _cookie(p4info_text: bytes, device_config: bytes) -> int:
@@ -194,11 +194,10 @@ def _cookie(p4info_text: bytes, device_config: bytes) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def load_pipeline(p4info_path: str | None = None, device_config_path: str | None = None
-                  ) -> Pipeline:
-    """Read (once per pair of paths) the compiled program; defaults to the committed one."""
-    info_p = Path(p4info_path) if p4info_path else P4INFO_PATH
-    json_p = Path(device_config_path) if device_config_path else BMV2_JSON_PATH
+def load_pipeline(p4info_path: str, device_config_path: str) -> Pipeline:
+    """Read (once per pair of paths) a compiled program: its P4Info text and BMv2 JSON."""
+    info_p = Path(p4info_path)
+    json_p = Path(device_config_path)
     try:
         info_text = info_p.read_bytes()
     except OSError as exc:

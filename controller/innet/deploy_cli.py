@@ -23,21 +23,28 @@ from innet.p4rt.client import (
 )
 from innet.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, status
 from innet.p4rt.encode import normalise
-from innet.p4rt.intent import (
+from innet.p4rt.entities import Entry
+from innet.p4rt.schema import Pipeline
+from innet.p4rt.thrift import QueueSetting
+from innet.plan.intent import (
     DEFAULT_ECN_THRESHOLD,
-    DEFAULT_TABLES,
-    MANAGED_TABLES,
-    Entry,
     Held,
     NetworkIntent,
-    describe,
     held_slots,
     load_workload,
     network_intent,
     plan_job,
 )
-from innet.p4rt.schema import Pipeline, load_pipeline
-from innet.p4rt.thrift import QueueSetting
+from innet.plan.pipeline import load_pipeline
+from innet.plan.program import (
+    C_AGG_EVENTS,
+    C_ECN_MARKED,
+    C_PORT_IN,
+    C_PORT_OUT,
+    DEFAULT_TABLES,
+    MANAGED_TABLES,
+    describe,
+)
 from innet.soar.baselines import STRATEGIES
 from innet.soar.model import phi
 from innet.table import format_table
@@ -335,7 +342,7 @@ def print_status(st: SwitchStatus) -> None:
     if rows:
         print(format_table(["port", "in pkts", "in bytes", "out pkts", "out bytes", "CE marked"],
                            rows))
-    events = st.counters.get("agg_events", {})
+    events = st.counters.get(C_AGG_EVENTS, {})
     counts = [f"{n} {events.get(i, (0, 0))[0]}" for i, n in enumerate(AGG_EVENT_NAMES)]
     print("  aggregation packets: " + ", ".join(counts))
     print()
@@ -343,7 +350,7 @@ def print_status(st: SwitchStatus) -> None:
 
 def port_rows(counters: dict[str, dict[int, tuple[int, int]]]) -> list[Sequence[Any]]:
     """One row per port that counted anything."""
-    pin, pout, ce = (counters.get(n, {}) for n in ("port_in", "port_out", "ecn_marked"))
+    pin, pout, ce = (counters.get(n, {}) for n in (C_PORT_IN, C_PORT_OUT, C_ECN_MARKED))
     ports = sorted(p for p in set(pin) | set(pout) | set(ce)
                    if pin.get(p, (0, 0))[0] or pout.get(p, (0, 0))[0] or ce.get(p, (0, 0))[0])
     return [[p, pin.get(p, (0, 0))[0], pin.get(p, (0, 0))[1], pout.get(p, (0, 0))[0],

@@ -2,7 +2,8 @@
 
 Inputs: a topology, workloads (a job, its workers and destination) and, per workload, a plan
 (SOAR's blue switches). Outputs: per switch, its routes, its aggregation roles and its ECN
-threshold, and the table entries that express them (`Entry`, by names, no protobuf).
+threshold, and the table entries that express them (`Entry`, by names, no protobuf; the
+names are innet.plan.program's).
 
 Routing is shortest path by hop count between switches; among equal next hops the one whose
 name sorts first (naturally: s2 before s10) wins, and among parallel links the lowest port.
@@ -29,54 +30,27 @@ import numpy as np
 from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN
 from innet.errors import InputError, read_json
 from innet.names import natural_key
-from innet.p4rt.schema import int_to_ip, int_to_mac, ip_to_int, mac_to_int
+from innet.p4rt.entities import Entry, Match
+from innet.p4rt.schema import ip_to_int, mac_to_int
+from innet.plan.program import (
+    A_AGGREGATE,
+    A_DROP,
+    A_ECN_OFF,
+    A_ECN_ON,
+    A_FORWARD,
+    A_NO_FAULT,
+    DROP_SCALE,
+    T_AGG,
+    T_ECN,
+    T_FAULT,
+    T_ROUTES,
+)
 from innet.routing import next_hops
 from innet.soar.baselines import run_strategy
 from innet.soar.model import Plan, Tree, check_k, make_plan, messages
 from innet.topology import Topology
 
-# Names in the P4 program (p4src/innet.p4) the intent is written in.
-T_ROUTES, A_FORWARD = "ipv4_lpm", "ipv4_forward"
-T_AGG, A_AGGREGATE = "agg_job", "aggregate"
-T_ECN, A_ECN_ON, A_ECN_OFF = "ecn_config", "set_ecn_threshold", "ecn_off"
-T_FAULT, A_DROP, A_NO_FAULT = "agg_fault", "drop_share", "no_fault"
-MANAGED_TABLES = (T_ROUTES, T_AGG)    # the controller owns every entry of these
-DEFAULT_TABLES = (T_ECN, T_FAULT)     # the controller sets their default action
-DROP_SCALE = 1 << 16  # agg_fault's share: drop when random(0..65535) < share
-
 DEFAULT_ECN_THRESHOLD = 20  # packets of enq_qdepth; what the measurements here used
-
-
-# ---------------------------------------------------------------------------------------------
-# Table entries by name
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Match:
-    """One match field: exact when prefix_len is None, else longest-prefix."""
-
-    field: str
-    value: int
-    prefix_len: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A table entry (or a table's default action when `default`), names and integers only."""
-
-    table: str
-    match: tuple[Match, ...]
-    action: str
-    params: tuple[tuple[str, int], ...] = ()
-    default: bool = False
-
-    @property
-    def key(self) -> tuple[str, tuple[Match, ...], bool]:
-        """What identifies the entry on the switch: two entries with one key are one entry."""
-        return (self.table, self.match, self.default)
-
-    def param(self, name: str) -> int:
-        return dict(self.params)[name]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,34 +411,3 @@ def derive(topo: Topology, workloads: Sequence[Workload], strategy: str = "soar"
     """One call from files to intent: plan every workload with `strategy`, then the entries."""
     return network_intent(topo, [plan_job(topo, w, strategy, k, seed=seed) for w in workloads],
                           ecn_threshold, held=held)
-
-
-def describe(entry: Entry) -> str:
-    """One readable line for an entry of our tables (errors and the deploy/status listings)."""
-    p = dict(entry.params)
-    if entry.table == T_ROUTES and entry.action == A_FORWARD and len(entry.match) == 1:
-        m = entry.match[0]
-        return (f"route {int_to_ip(m.value)}/{m.prefix_len} -> port {p.get('port')} "
-                f"(dst mac {int_to_mac(p.get('dst_mac', 0))})")
-    if entry.table == T_AGG and entry.action == A_AGGREGATE and len(entry.match) == 1:
-        expected = p.get("expected", 0)
-        base = p.get("slot_base", 0)
-        n = p.get("slots", DEFAULT_JOB_SLOTS)
-        return (f"aggregate job {entry.match[0].value}: wait for bitmap {expected:#x} "
-                f"({bin(expected).count('1')} workers), slots {base}..{base + n - 1}")
-    if entry.table == T_ECN and entry.default:
-        if entry.action == A_ECN_ON:
-            return f"ECN: mark CE at queue depth >= {p.get('threshold')}"
-        if entry.action == A_ECN_OFF:
-            return "ECN: off"
-    if entry.table == T_FAULT and entry.default:
-        if entry.action == A_DROP:
-            return (f"fault injection: drop {p.get('share', 0) / DROP_SCALE:.2%} of "
-                    "aggregation packets")
-        if entry.action == A_NO_FAULT:
-            return "fault injection: off"
-    match = ", ".join(f"{m.field}={m.value:#x}" + (f"/{m.prefix_len}" if m.prefix_len is not None
-                                                    else "") for m in entry.match)
-    args = ", ".join(f"{k}={v}" for k, v in entry.params)
-    where = "default" if entry.default else f"[{match}]"
-    return f"{entry.table} {where} -> {entry.action}({args})"

@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
-from innet.p4rt.intent import T_AGG, Entry
+from innet.p4rt.entities import Entry
+from innet.plan.program import T_AGG
 
 
 @dataclass(frozen=True, slots=True)
