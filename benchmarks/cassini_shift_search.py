@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
 from innet.cassini.fluid import FluidConfig, simulate_parts
 from innet.cassini.profiles import load_jobs
 from innet.cassini.scheduler import schedule

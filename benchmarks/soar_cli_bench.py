@@ -20,10 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from soar_bench import best_time  # this folder is on sys.path when run as a script
+
 from innet.soar.model import load_tree
 from innet.soar.solver import solve
 from innet.table import format_table
-from soar_bench import best_time  # this folder is on sys.path when run as a script
 
 _SCRIPT = Path(sys.executable).parent / "innet"  # the console script a user runs
 INNET = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "innet.cli"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from innet.emulation.agent import Phase, receive, send
 
 

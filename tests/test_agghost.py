@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from innet import aggpacket as ap
 from innet.aggproto import Destination, Worker
 from innet.emulation.agghost import chunks_of, digest, expected_digest, worker_tensor

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from innet import aggpacket as ap
 from innet.aggproto import (
     Destination,

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from p4rt_helpers import eventually
+
 from innet.p4rt import entities as en
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
@@ -28,7 +30,6 @@ from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline
 from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
 from innet.topology import Topology, topology_from_dict
-from p4rt_helpers import eventually
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI")
 pytestmark = [

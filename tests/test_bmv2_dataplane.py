@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+
 from innet import aggpacket as ap
 from innet.p4rt.client import SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 from bmv2_three import HOSTS, WORKERS, three_switch_tree
+
 from innet import aggpacket as ap
 from innet.aggproto import Destination, JobEntry, SwitchModel, Worker
 from innet.p4rt.client import SwitchAddress, SwitchClient

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 from bmv2_three import HOSTS, WORKERS, three_switch_tree
+
 from innet import aggpacket as ap
 from innet.p4rt.client import SwitchAddress, SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy

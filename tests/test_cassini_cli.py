@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from innet.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

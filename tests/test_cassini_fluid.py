@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from innet.cassini.fluid import FluidConfig, simulate, single_link
 from innet.cassini.geometry import best_shifts
 from innet.cassini.profiles import load_jobs, single_phase_job

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from innet.cassini.geometry import (
     best_shifts,
     demand_curve,

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from innet.cassini.pcap_profile import find_period, profile_capture
-from innet.errors import InputError
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import PcapNgWriter, PcapWriter
+
+from innet.cassini.pcap_profile import find_period, profile_capture
+from innet.errors import InputError
 
 T0 = 1_700_000_000.0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from innet.cassini.profiles import (
     JobProfile,
     jobs_from_data,

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
 from innet.cassini.geometry import score_at
 from innet.cassini.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
 from innet.cassini.scheduler import (

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from innet.cassini.fluid import FluidConfig, simulate, simulate_parts
 from innet.cassini.profiles import load_jobs
 from innet.cassini.scheduler import DEFAULT_CHECK, schedule

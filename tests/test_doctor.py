@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from innet import doctor
 
 ROOT = Path(__file__).resolve().parent.parent

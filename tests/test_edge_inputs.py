@@ -29,8 +29,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from innet.cli import build_parser, main
 from soar_oracle import RawInstance, exhaustive
+
+from innet.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 BT15 = str(ROOT / "topologies" / "bt15.json")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from innet.emulation.net import _own_leftovers, require_mininet, running_network
 from innet.topology import load_topology, topology_from_dict
 

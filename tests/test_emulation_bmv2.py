@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from innet.emulation.net import _own_leftovers, require_bmv2, require_mininet
 from innet.topology import load_topology
 

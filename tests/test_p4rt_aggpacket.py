@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 import pytest
+
 from innet import aggpacket as ap
 
 P4SRC = Path(__file__).resolve().parent.parent / "p4src"

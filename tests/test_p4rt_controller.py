@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from p4rt_helpers import eventually, fake_addresses
+
 from innet.cli import main
 from innet.p4rt import entities as en
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
@@ -21,7 +23,6 @@ from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import load_topology
-from p4rt_helpers import eventually, fake_addresses
 
 ROOT = Path(__file__).resolve().parent.parent
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from p4rt_helpers import fake_addresses
+
 from innet.cli import main
 from innet.p4rt import entities as en
 from innet.p4rt.client import (
@@ -25,7 +27,6 @@ from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import Topology, load_topology, topology_from_dict
-from p4rt_helpers import fake_addresses
 
 ROOT = Path(__file__).resolve().parent.parent
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from p4.v1 import p4runtime_pb2
+
 from innet.p4rt import encode
 from innet.p4rt.entities import CloneSession, MulticastGroup, Replica
-from p4.v1 import p4runtime_pb2
 
 
 def test_a_multicast_group_round_trips_with_its_replicas_sorted() -> None:

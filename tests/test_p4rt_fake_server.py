@@ -12,6 +12,8 @@ from typing import Any
 
 import grpc
 import pytest
+from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+
 from innet.p4rt import entities as en
 from innet.p4rt.client import (
     WRITER_ELECTION_ID,
@@ -25,7 +27,6 @@ from innet.plan import intent as it
 from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 PIPE = load_pipeline()
 S = PIPE.schema

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from innet import routing
 from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS
 from innet.errors import InputError

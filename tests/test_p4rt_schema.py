@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from innet.errors import InputError
 from innet.p4rt import encode
 from innet.p4rt import entities as en

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from innet.errors import InputError
 from innet.p4rt.client import SwitchAddress, SwitchError
 from innet.p4rt.thrift import QueueSetting, run_cli, set_queues

@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from innet.cli import main
-from innet.pcap import summarise
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import PcapNgWriter, PcapWriter
+
+from innet.cli import main
+from innet.pcap import summarise
 
 
 def write_capture(path: Path, ng: bool = False) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from innet.cli import main
 from innet.soar.baselines import STRATEGIES, level, max_load, random_choice, run_strategy, top
 from innet.soar.generate import binary_tree, draw_loads

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from innet.cli import main
 from innet.soar.experiments import run_experiment
 

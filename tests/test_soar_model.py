@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from innet.cli import main
 from innet.errors import InputError
 from innet.soar.model import (

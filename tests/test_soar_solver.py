@@ -7,11 +7,12 @@ import random
 import networkx as nx
 import numpy as np
 import pytest
+from soar_oracle import RawInstance, cost, exhaustive, random_instance
+
 from innet.errors import InputError
 from innet.soar.generate import binary_tree, random_tree
 from innet.soar.model import Tree, phi, tree_from_networkx
 from innet.soar.solver import gather, min_plus_merge, solve
-from soar_oracle import RawInstance, cost, exhaustive, random_instance
 
 
 def to_tree(inst: RawInstance) -> Tree:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from innet.cli import main
 from innet.errors import InputError
 from innet.topogen import binary_tree_topology, fat_tree_topology, leaf_spine_topology
