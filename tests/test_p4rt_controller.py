@@ -244,13 +244,3 @@ def test_cli_bad_options_are_one_line(capsys: pytest.CaptureFixture[str]) -> Non
         assert exc.value.code == 2 and says in capsys.readouterr().err
     assert main(["controller", "run", "--topology", bt, "--workload", "nope.json"]) == 2
     assert "nope.json: cannot read" in capsys.readouterr().err
-
-
-def test_the_p4runtime_layer_does_not_import_the_emulator() -> None:
-    import ast
-
-    for path in (ROOT / "controller" / "innet" / "p4rt").glob("*.py"):
-        tree = ast.parse(path.read_text())
-        names = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        assert not [m for m in names if m.startswith("innet.emulation")], path.name

@@ -1,8 +1,10 @@
-"""The P4Runtime side: intent (pure), encoding, one client per switch, deploy.
+"""The P4Runtime side, generic over P4 programs: it knows no table of innet's program.
 
-Modules: schema (P4Info, names -> ids, value encodings), intent (what each switch must hold,
-from topology, workloads and plans), encode (intent entries <-> protobuf), client (one
-session per switch), deploy (read, diff, write the difference), thrift (BMv2 queue settings),
-local (where local BMv2 switches listen), registers (slot registers), controller, cli. BMv2
-processes start in innet.bmv2; the test doubles live in innet.testing.
+Modules: entities (table entries, default actions, multicast groups, clone sessions, by
+name), schema (P4Info, names -> ids, value encodings), managed (what the controller owns in a
+program, handed in from above), encode (entities <-> protobuf), client (one session per
+switch), deploy (read, diff, write the difference), controller (the long-running
+reconciler), thrift (BMv2 queue settings and CLI commands), local (where local BMv2 switches
+listen). innet's program, names and intent are in innet.plan; BMv2 processes start in
+innet.bmv2; the test doubles live in innet.testing.
 """
