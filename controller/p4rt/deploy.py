@@ -31,7 +31,7 @@ from controller.p4rt.registers import clean_commands, slot_registers, stale_slot
 from controller.p4rt.schema import Pipeline
 from controller.p4rt.thrift import QueueSetting, run_cli, set_queues
 
-COUNTERS = ("port_in", "port_out", "ecn_marked", "agg_events")
+COUNTERS = ("port_in", "port_out", "ecn_marked", "agg_first", "agg_repeat", "agg_events")
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from controller.topology import Topology
 
 # Names in the P4 program (p4src/innet.p4) the intent is written in.
 T_ROUTES, A_FORWARD = "ipv4_lpm", "ipv4_forward"
-T_AGG, A_AGGREGATE = "agg_job", "aggregate"
+T_AGG, A_AGGREGATE, A_TRACK = "agg_job", "aggregate", "track"
 T_ECN, A_ECN_ON, A_ECN_OFF = "ecn_config", "set_ecn_threshold", "ecn_off"
 T_FAULT, A_DROP, A_NO_FAULT = "agg_fault", "drop_share", "no_fault"
 MANAGED_TABLES = (T_ROUTES, T_AGG)    # the controller owns every entry of these
@@ -280,8 +280,10 @@ def plan_job(topo: Topology, workload: Workload, strategy: str = "soar", k: int 
 
 @dataclass(frozen=True, slots=True)
 class AggRole:
-    """Switch is blue for `job`: it waits for `expected` (bitmap), `fan_in` packets a chunk,
-    in cells slot_base .. slot_base + slots - 1 of its pool."""
+    """Switch is on `job`'s tree. Blue: it waits for `expected` (bitmap), `fan_in` packets a
+    chunk, in cells slot_base .. slot_base + slots - 1 of its pool. Red (`blue` False): it
+    forwards the job's packets and uses the same cells to count each chunk's first
+    transmissions on its uplink apart from retransmissions (the measured cost)."""
 
     job: int
     expected: int
@@ -289,6 +291,7 @@ class AggRole:
     fan_in: int
     workers: tuple[str, ...]
     slots: int = DEFAULT_JOB_SLOTS
+    blue: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +307,7 @@ class SwitchIntent:
         out = [Entry(T_ROUTES, (Match("dst_addr", ip_to_int(r.ip), r.prefix_len),), A_FORWARD,
                      (("dst_mac", mac_to_int(r.mac)), ("port", r.port)))
                for r in self.routes]
-        out += [Entry(T_AGG, (Match("job", a.job),), A_AGGREGATE,
+        out += [Entry(T_AGG, (Match("job", a.job),), A_AGGREGATE if a.blue else A_TRACK,
                       (("expected", a.expected), ("slot_base", a.slot_base),
                        ("slots", a.slots)))
                 for a in self.aggregations]
@@ -352,7 +355,7 @@ def held_slots(entries: Mapping[str, Iterable[Entry]]) -> dict[str, dict[int, tu
     out: dict[str, dict[int, tuple[int, int]]] = {}
     for sw, es in entries.items():
         for e in es:
-            if e.table == T_AGG and e.action == A_AGGREGATE and len(e.match) == 1:
+            if e.table == T_AGG and e.action in (A_AGGREGATE, A_TRACK) and len(e.match) == 1:
                 p = dict(e.params)
                 out.setdefault(sw, {})[e.match[0].value] = (p.get("slot_base", 0),
                                                            p.get("slots", DEFAULT_JOB_SLOTS))
@@ -398,9 +401,10 @@ def allocate_slots(demand: Mapping[int, int], held: Mapping[int, tuple[int, int]
 def network_intent(topo: Topology, jobs: Sequence[JobPlan],
                    ecn_threshold: int | None = DEFAULT_ECN_THRESHOLD, *,
                    held: Held | None = None, drop_probability: float = 0.0) -> NetworkIntent:
-    """Routes for all hosts everywhere; an aggregation entry where a job's plan is blue, its
-    cells allocated per switch (`held`: what the switches hold now, kept where it is);
-    `drop_probability`: the data-plane fault injection, for tests and experiments."""
+    """Routes for all hosts everywhere; an agg_job entry on every switch of a job's tree
+    (aggregate where the plan is blue, track where it is red), its cells allocated per switch
+    (`held`: what the switches hold now, kept where it is); `drop_probability`: the
+    data-plane fault injection, for tests and experiments."""
     seen: dict[int, str | None] = {}
     for jp in jobs:
         if jp.workload.job in seen:
@@ -412,12 +416,13 @@ def network_intent(topo: Topology, jobs: Sequence[JobPlan],
     all_routes = routes(topo)
     roles: dict[str, list[AggRole]] = {s: [] for s in topo.switches}
     for jp in jobs:
-        for b in jp.blue:
-            workers = jp.subtree_workers(b)
+        blue = set(jp.blue)
+        for s in jp.tree.ids[1:]:
+            workers = jp.subtree_workers(s)
             if not workers:  # a blue switch with no load below sends nothing: no entry
                 continue
-            roles[b].append(AggRole(jp.workload.job, sum(jp.workload.bit(w) for w in workers),
-                                    0, jp.fan_in(b), workers, jp.workload.slots))
+            roles[s].append(AggRole(jp.workload.job, sum(jp.workload.bit(w) for w in workers),
+                                    0, jp.fan_in(s), workers, jp.workload.slots, s in blue))
     for s, rs in roles.items():
         bases = allocate_slots({r.job: r.slots for r in rs}, (held or {}).get(s), switch=s)
         roles[s] = [replace(r, slot_base=bases[r.job]) for r in rs]
@@ -445,10 +450,14 @@ def describe(entry: Entry) -> str:
         m = entry.match[0]
         return (f"route {int_to_ip(m.value)}/{m.prefix_len} -> port {p.get('port')} "
                 f"(dst mac {int_to_mac(p.get('dst_mac', 0))})")
-    if entry.table == T_AGG and entry.action == A_AGGREGATE and len(entry.match) == 1:
+    if entry.table == T_AGG and entry.action in (A_AGGREGATE, A_TRACK) and len(entry.match) == 1:
         expected = p.get("expected", 0)
         base = p.get("slot_base", 0)
         n = p.get("slots", DEFAULT_JOB_SLOTS)
+        if entry.action == A_TRACK:
+            return (f"track job {entry.match[0].value}: forward, count first transmissions "
+                    f"of bitmap {expected:#x} ({bin(expected).count('1')} workers), slots "
+                    f"{base}..{base + n - 1}")
         return (f"aggregate job {entry.match[0].value}: wait for bitmap {expected:#x} "
                 f"({bin(expected).count('1')} workers), slots {base}..{base + n - 1}")
     if entry.table == T_ECN and entry.default:
