@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.argtypes import SEED, K, int_in, probability
+from controller.argtypes import SEED, K, float_in, int_in, probability
 from controller.emulation.aggregation import (
     DEFAULT_VALUES,
     DEFAULT_WINDOW,
     DEFAULT_WINDOW_LOSSY,
 )
+from controller.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from controller.emulation.net import EmulationError, require_bmv2, require_mininet
 from controller.errors import InputError
 from controller.jsonout import print_json
@@ -114,6 +115,12 @@ def register(sub: Any) -> None:
                      help="per job (default 30)")
     cas.add_argument("--capacity-pps", type=int_in(10, MAX_PPS), default=800,
                      help="packets/s standing for the slowest link's capacity (default 800)")
+    cas.add_argument("--slowdown", type=float_in(1.0, MAX_SLOWDOWN), default=DEFAULT_SLOWDOWN,
+                     help=f"run the emulation this many times slower than the jobs' clock: "
+                          f"times x it, rates (the switches' too) / it, so each phase carries "
+                          f"the same packets while the machine's jitter is small against it; "
+                          f"times are reported on the jobs' clock (default "
+                          f"{DEFAULT_SLOWDOWN:g})")
     cas.add_argument("--queue-depth", type=int_in(1, 2**19 - 1), default=100,
                      help="packets (default 100)")
     cas.add_argument("--ecn-threshold", type=int_in(0, 2**19 - 1), default=20,
@@ -181,7 +188,8 @@ def cmd_cassini(args: argparse.Namespace) -> int:
     try:
         result = run_cassini(args.topology, args.jobs, out, iterations=args.iterations,
                              capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
-                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap)
+                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap,
+                             slowdown=args.slowdown)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     if args.json:
