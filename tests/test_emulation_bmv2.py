@@ -12,7 +12,8 @@ from controller.emulation.net import _own_leftovers, require_bmv2, require_minin
 from controller.topology import load_topology
 
 WHY = require_mininet() or require_bmv2()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"needs Mininet and BMv2: {WHY}")
+pytestmark = [pytest.mark.dataplane,
+              pytest.mark.skipif(WHY is not None, reason=f"needs Mininet and BMv2: {WHY}")]
 ROOT = Path(__file__).resolve().parent.parent
 
 
