@@ -9,9 +9,15 @@
  *              job or an older chunk holds, drop stale and duplicate packets, answer a
  *              retransmission of a finished chunk with the stored sum (shadow copy), merge,
  *              emit when the expected bitmap is complete, OR the contributors' CE marks.
+ *   AggFirst   (egress) tells a chunk's first transmission on the port from everything else:
+ *              a packet is first when it carries a contributor this switch has not sent yet
+ *              for that chunk; agg_first and agg_repeat count the two per egress port, so the
+ *              measured cost is SOAR's phi whatever was lost or sent again.
  *
- * An agg_job entry for a job makes this switch blue for it: expected bitmap, and the job's
- * cells slot_base .. slot_base + slots - 1 of the pool. The packet's slot picks the cell.
+ * Every switch of a job's tree has an agg_job entry for it: `aggregate` on a blue switch,
+ * `track` on a red one (forward, but check the packet and count first transmissions). Both
+ * carry the expected bitmap (the workers below) and the job's cells slot_base .. slot_base +
+ * slots - 1 of the pool; the packet's slot picks the cell.
  */
 #ifndef INNET_AGGREGATE_P4
 #define INNET_AGGREGATE_P4
@@ -96,6 +102,15 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
     AggValues() values;
 
     action aggregate(bit<32> expected, bit<16> slot_base, bit<16> slots) {
+        meta.agg_blue = 1;
+        meta.agg_expected = expected;
+        meta.agg_slot_base = slot_base;
+        meta.agg_slots = slots;
+    }
+
+    /* red for the job: forward unchanged, but count first transmissions in egress */
+    action track(bit<32> expected, bit<16> slot_base, bit<16> slots) {
+        meta.agg_blue = 0;
         meta.agg_expected = expected;
         meta.agg_slot_base = slot_base;
         meta.agg_slots = slots;
@@ -103,7 +118,7 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
 
     table agg_job {
         key = { hdr.agg.job : exact; }
-        actions = { aggregate; NoAction; }
+        actions = { aggregate; track; NoAction; }
         default_action = NoAction();
         size = 64;
     }
@@ -143,7 +158,12 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
             if (hdr.agg.slot >= meta.agg_slots || index >= AGG_SLOTS || hdr.agg.bitmap == 0
                     || (hdr.agg.bitmap & ~meta.agg_expected) != 0) {
                 drop_as(AGG_EV_MALFORMED);
+            } else if (meta.agg_blue == 0) {
+                meta.agg_tracked = 1;  /* red: forwarded as it came */
+                meta.agg_cell = index;
             } else {
+                meta.agg_tracked = 1;
+                meta.agg_cell = index;
                 bit<32> owner;
                 bit<32> chunk;
                 bit<32> have;
@@ -202,6 +222,47 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
                         drop_as(AGG_EV_HELD);
                     }
                 }
+            }
+        }
+    }
+}
+
+/* Egress: is this packet the first transmission, on this port, of its contributors for its
+ * chunk? Per cell the switch remembers the chunk and the contributors it has sent; the cell's
+ * life cycle is the ingress one (a newer chunk or another job cleans it, an older chunk is a
+ * late copy). Counting here, after the queue, means a packet the queue dropped was never sent:
+ * its retransmission is the first transmission then. */
+control AggFirst(inout headers_t hdr, in metadata_t meta,
+                 in standard_metadata_t standard_metadata) {
+    register<bit<32>>(AGG_SLOTS) agg_sent_owner;   /* job | AGG_OWNED; 0: never used */
+    register<bit<32>>(AGG_SLOTS) agg_sent_chunk;
+    register<bit<32>>(AGG_SLOTS) agg_sent_bitmap;  /* contributors sent for that chunk */
+    counter(PORT_COUNTERS, CounterType.packets) agg_first;
+    counter(PORT_COUNTERS, CounterType.packets) agg_repeat;
+
+    apply {
+        if (meta.agg_tracked == 1) {
+            bit<32> owner;
+            bit<32> chunk;
+            bit<32> sent;
+            agg_sent_owner.read(owner, meta.agg_cell);
+            agg_sent_chunk.read(chunk, meta.agg_cell);
+            agg_sent_bitmap.read(sent, meta.agg_cell);
+            bit<32> me = (bit<32>)hdr.agg.job | AGG_OWNED;
+            bit<32> ahead = hdr.agg.chunk - chunk;  /* serial order: bit 31 = behind */
+            bit<1> late = 0;
+            if (owner != me || (ahead != 0 && ahead[31:31] == 0)) {
+                agg_sent_owner.write(meta.agg_cell, me);
+                agg_sent_chunk.write(meta.agg_cell, hdr.agg.chunk);
+                sent = 0;
+            } else if (ahead != 0) {
+                late = 1;
+            }
+            if (late == 0 && (hdr.agg.bitmap & ~sent) != 0) {
+                agg_sent_bitmap.write(meta.agg_cell, sent | hdr.agg.bitmap);
+                agg_first.count((bit<32>)standard_metadata.egress_port);
+            } else {
+                agg_repeat.count((bit<32>)standard_metadata.egress_port);
             }
         }
     }

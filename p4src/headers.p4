@@ -114,6 +114,9 @@ struct metadata_t {
     bit<32> agg_keep;       /* all ones: add to the stored sums; zero: start from 0 */
     bit<32> agg_add;        /* all ones: add the packet's values; zero: read the sums back */
     bit<1> agg_overflow;    /* set by AggValues when an element wrapped */
+    bit<1> agg_blue;        /* agg_job said aggregate (1) or track (0) */
+    bit<1> agg_tracked;     /* a contribution or aggregate of a job this switch tracks */
+    bit<32> agg_cell;       /* its cell: where egress remembers what was sent */
     bit<1> ecn_enabled;
     bit<19> ecn_threshold;
 }

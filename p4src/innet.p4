@@ -4,7 +4,8 @@
  *   and byte counters in ingress (offered load: egress never sees tail drops) and egress.
  * - ECN: in egress an ECT packet whose enq_qdepth is at or above the threshold set in the
  *   keyless table ecn_config gets CE; ecn_marked counts those per egress port.
- * - In-network aggregation (aggregate.p4) on UDP port AGG_UDP_PORT.
+ * - In-network aggregation (aggregate.p4) on UDP port AGG_UDP_PORT; egress counts each
+ *   chunk's first transmissions per port apart from retransmissions (agg_first, agg_repeat).
  *
  * Compile (the committed outputs must match, tests/test_p4rt_p4c.py checks):
  *   p4c-bm2-ss --std p4-16 --arch v1model -o p4src/innet.json \
@@ -57,6 +58,7 @@ control InnetEgress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
     counter(PORT_COUNTERS, CounterType.packets_and_bytes) port_out;
     counter(PORT_COUNTERS, CounterType.packets) ecn_marked;
+    AggFirst() first_transmission;
 
     action set_ecn_threshold(bit<19> threshold) {
         meta.ecn_enabled = 1;
@@ -84,6 +86,7 @@ control InnetEgress(inout headers_t hdr, inout metadata_t meta,
                 ecn_marked.count((bit<32>)standard_metadata.egress_port);
             }
         }
+        first_transmission.apply(hdr, meta, standard_metadata);
     }
 }
 

@@ -44,6 +44,16 @@ class Topo:
     def subtree_workers(self, s: int) -> int:
         return ap.worker_bitmap(w for w, a in enumerate(self.attach) if s in self.path_up(a))
 
+    def messages(self, s: int) -> int:
+        """SOAR's msgs(s), from the tree alone: a blue switch with load below sends one
+        aggregate per chunk, a red one its own workers' packets and its children's."""
+        if not self.subtree_workers(s):
+            return 0
+        if s in self.blue:
+            return 1
+        return self.attach.count(s) + sum(self.messages(c) for c, p in self.parent.items()
+                                          if p == s)
+
 
 @dataclass
 class Net:
@@ -85,9 +95,9 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
     base = 0
     for s in topo.parent:
         entries = {}
-        if s in topo.blue and topo.subtree_workers(s):
+        if topo.subtree_workers(s):  # on the tree: aggregate where blue, track where red
             base = (base + 37) % (ap.SLOTS - slots)
-            entries[JOB] = JobEntry(topo.subtree_workers(s), base, slots)
+            entries[JOB] = JobEntry(topo.subtree_workers(s), base, slots, s in topo.blue)
         switches[s] = SwitchModel(entries)
     workers = [Worker(JOB, i, vectors[i], window, slots, first, rto=0.2, min_rto=0.05,
                       max_rto=1.0) for i in range(n)]
@@ -178,12 +188,17 @@ def test_every_chunk_completes_with_the_exact_sum_counted_once(
         for w in workers:
             r = w.results[c]
             assert (r.bitmap, r.count, list(r.values), r.overflow) == (full, n, exact[c], False)
+    # whatever was lost, duplicated, late or sent again, every uplink counts exactly SOAR's
+    # messages per chunk as first transmissions (the measured cost is phi), the rest apart
+    for s, sw in switches.items():
+        assert sw.first == n_chunks * topo.messages(s), (s, sw.first, sw.repeat)
     if loss == 0 and dup == 0 and not stall:
         # a clean network: nothing retransmitted, nothing stale, every blue switch emits once
         # per chunk (timers are far above the simulated round trip)
         assert all(w.retransmissions == 0 for w in workers)
         for s, sw in switches.items():
-            if sw.entries:
+            assert sw.repeat == 0, s
+            if sw.entries and sw.entries[JOB].blue:
                 assert sw.events["emitted"] == n_chunks, s
                 assert sw.events["duplicate"] == sw.events["stale"] == 0
 

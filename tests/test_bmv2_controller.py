@@ -33,6 +33,7 @@ from innet.topology import Topology, topology_from_dict
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI")
 pytestmark = [
+    pytest.mark.dataplane,
     pytest.mark.skipif(bool(_missing), reason=f"not on PATH: {', '.join(_missing)} (BMv2)"),
     pytest.mark.usefixtures("no_p4runtime_threads_left"),
 ]

@@ -37,6 +37,7 @@ from innet.topology import Topology, topology_from_dict
 
 _missing = missing_tools("simple_switch_grpc", "simple_switch_CLI", "ip", "sysctl")
 pytestmark = [
+    pytest.mark.dataplane,
     pytest.mark.skipif(os.geteuid() != 0, reason="BMv2 tests make namespaces and veths: root"),
     pytest.mark.skipif(bool(_missing), reason=f"not on PATH: {', '.join(_missing)} (BMv2)"),
 ]

@@ -5,7 +5,10 @@
 
 h0 is the destination; the test plays the workers (sockets in their namespaces) and reads
 what reaches h0, so each fault is produced exactly (a packet not sent is a packet lost; the
-data-plane fault injection drops what passes a switch). The last tests run the hosts' own
+data-plane fault injection drops what passes a switch). Each packet is sent once the one
+before has met its fate in the switches' counters (sent on, or dropped and counted), so the
+order of packets is the order of the test however busy the machine is, and h0 is read for
+exactly the packets s1 sent it. The last tests run the hosts' own
 state machines (controller/innet/aggproto.py) over the switches with random loss, and replay one
 random packet sequence through a switch and through the Python model of the P4 control.
 """
@@ -22,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
-from bmv2_three import HOSTS, WORKERS, three_switch_tree
+from bmv2_three import EDGE, HOSTS, WORKERS, three_switch_tree
 
 from innet import aggpacket as ap
 from innet.aggproto import Destination, JobEntry, SwitchModel, Worker
@@ -35,14 +38,19 @@ from innet.topology import Topology
 
 _missing = missing_tools("simple_switch_grpc", "ip", "sysctl")
 pytestmark = [
+    pytest.mark.dataplane,
     pytest.mark.skipif(os.geteuid() != 0, reason="BMv2 tests make namespaces and veths: root"),
     pytest.mark.skipif(bool(_missing), reason=f"not on PATH: {', '.join(_missing)} (BMv2)"),
 ]
 
 PIPE = load_pipeline()
 DEST = HOSTS["h0"][0]
-GAP = 0.02  # BMv2 reads each port in its own thread: packets from two hosts keep their order
-           # only with a little time between them
+SETTLE_S = 60.0  # a packet's fate is known within this, however busy the machine is
+# what the switches count: each port's packets in and out, and the drops of the aggregation
+DROPS = [ap.EVENT_NAMES.index(n) for n in ("held", "duplicate", "stale", "malformed",
+                                          "fault_drop")]
+LINKS = (("s1", 2, "s2", 1), ("s1", 3, "s3", 1))  # switch, port, switch, port
+H0_PORT = EDGE["h0"][1]
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,8 @@ class Tree:
     netns: dict[str, str]
     rx: socket.socket
     held: it.Held | None = None
+    sent: int = 0   # packets the hosts sent into the switches since the counters were zeroed
+    taken: int = 0  # packets read from h0's socket since then
 
     @property
     def addresses(self) -> dict[str, SwitchAddress]:
@@ -71,7 +81,34 @@ class Tree:
             with SwitchClient(sw.address, PIPE.schema) as c:
                 c.set_pipeline(dataclasses.replace(PIPE, cookie=PIPE.cookie ^ 1))
         self.held = None
+        self.sent = self.taken = 0  # a program load zeroes the counters too
         drain(self.rx, 0.05)
+
+    def _counts(self) -> dict[str, dict[str, dict[int, int]]]:
+        out = {}
+        for n, sw in self.switches.items():
+            with SwitchClient(sw.address, PIPE.schema, writer=False) as c:
+                out[n] = {name: {i: p for i, (p, _) in c.read_counters(name).items()}
+                          for name in ("port_in", "port_out", "agg_events")}
+        return out
+
+    def settle(self) -> dict[str, dict[str, dict[int, int]]]:
+        """Wait until every packet sent has met its fate: the host-facing ports took all the
+        hosts sent, every switch sent on or dropped (and counted) all it received, and each
+        link between switches delivered all it carried. Returns the counters."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            c = self._counts()
+            arrived = sum(c[s]["port_in"].get(p, 0) for s, p in EDGE.values())
+            inside = all(sum(c[s]["port_in"].values()) == sum(c[s]["port_out"].values())
+                         + sum(c[s]["agg_events"].get(e, 0) for e in DROPS) for s in c)
+            links = all(c[a]["port_out"].get(pa, 0) == c[b]["port_in"].get(pb, 0)
+                        and c[b]["port_out"].get(pb, 0) == c[a]["port_in"].get(pa, 0)
+                        for a, pa, b, pb in LINKS)
+            if arrived == self.sent and inside and links:
+                return c
+            assert time.monotonic() < deadline, f"the switches did not settle: {c}"
+            time.sleep(0.01)
 
     def deploy(self, jobs: Sequence[Job], drop: float = 0.0) -> it.NetworkIntent:
         plans = []
@@ -92,7 +129,8 @@ class Tree:
              ) -> None:
         with in_netns(self.netns[host]), ap.sender_socket(tos) as s:
             s.sendto(ap.encode(pkt) if raw is None else raw, (DEST, ap.AGG_UDP_PORT))
-        time.sleep(GAP)
+        self.sent += 1
+        self.settle()
 
     def contribute(self, host: str, job: Job, chunk: int, values: Sequence[int],
                    tos: int = 0) -> ap.AggPacket:
@@ -100,13 +138,22 @@ class Tree:
         self.send(host, pkt, tos)
         return pkt
 
-    def received(self, quiet: float = 0.3) -> list[tuple[ap.AggPacket, int]]:
-        """(packet, TOS) of everything h0 got until it was quiet."""
+    def received(self) -> list[tuple[ap.AggPacket, int]]:
+        """(packet, TOS) of every packet s1 sent h0 since the last call, once the switches
+        have settled: exactly those, however long their way through the kernel takes."""
+        want = self.settle()["s1"]["port_out"].get(H0_PORT, 0) - self.taken
         out = []
-        while select.select([self.rx], [], [], quiet)[0]:
+        for _ in range(want):
+            assert select.select([self.rx], [], [], SETTLE_S)[0], "s1 sent h0 more than it got"
             data, _, tos = ap.recv_with_tos(self.rx)
             out.append((ap.decode(data), tos))
+        self.taken += want
         return out
+
+    def uplink(self, switch: str, counter: str) -> int:
+        """Packets `counter` counted on the switch's port toward h0 (port 1 on each)."""
+        with SwitchClient(self.addresses[switch], PIPE.schema, writer=False) as c:
+            return c.read_counters(counter).get(1, (0, 0))[0]
 
     def events(self, switch: str) -> dict[str, int]:
         with SwitchClient(self.addresses[switch], PIPE.schema, writer=False) as c:
@@ -192,6 +239,35 @@ def test_lost_aggregate_to_the_destination_is_sent_again(tree: Tree) -> None:
     assert tree.events("s3")["resent"] == tree.events("s1")["resent"] == 1
 
 
+def test_first_transmissions_are_counted_apart_on_every_uplink(tree: Tree) -> None:
+    """s2 blue, s1 and s3 red (track): a contribution lost below red s3 leaves only its
+    retransmission, which is then the first transmission above s3; the copies sent again
+    (a duplicate through s3, the stored sum s2 re-emits) are counted apart on every uplink
+    they cross, and a late copy of a chunk whose cell was reused is never first."""
+    job = Job(1, tuple(WORKERS), ("s2",), slots=2)
+    intent = tree.deploy([job])
+    assert [(r.blue, r.expected) for r in intent.switches["s3"].aggregations] == \
+        [(False, 0b1100)]
+    v = {h: vec(60 + i) for i, h in enumerate(WORKERS)}
+    tree.contribute("h1", job, 0, v["h1"])
+    tree.contribute("h2", job, 0, v["h2"])  # s2 complete: its sum goes up, first on s2 and s1
+    tree.contribute("h4", job, 0, v["h4"])  # h3's first copy is "lost" on its way to s3
+    tree.contribute("h3", job, 0, v["h3"])  # its retransmission is the first transmission
+    tree.contribute("h4", job, 0, v["h4"])  # h4's timer fired too: a repeat on s3 and s1
+    tree.contribute("h1", job, 0, v["h1"])  # h1 too: s2 re-emits its stored sum (a repeat)
+    got = [p for p, _ in tree.received()]
+    assert len(got) == 5 and all(p.chunk == 0 for p in got)
+    tree.contribute("h1", job, 2, v["h1"])  # chunk 2 takes chunk 0's cell at s2 ...
+    tree.contribute("h3", job, 2, v["h3"])  # ... and at s3 and s1
+    tree.contribute("h4", job, 0, v["h4"])  # a late copy of chunk 0: h4 is new to chunk 2
+    assert [p.chunk for p, _ in tree.received()] == [2, 0]
+    first = {s: tree.uplink(s, "agg_first") for s in ("s1", "s2", "s3")}
+    again = {s: tree.uplink(s, "agg_repeat") for s in ("s1", "s2", "s3")}
+    # chunk 0: phi's one message from s2, two from s3, three from s1; chunk 2: h3's so far
+    assert first == {"s2": 1, "s3": 3, "s1": 4}, (first, again)
+    assert again == {"s2": 1, "s3": 2, "s1": 3}, (first, again)
+
+
 def test_a_result_passes_every_switch_untouched(tree: Tree) -> None:
     tree.deploy([ALL])
     res = ap.result_packet(ap.contribution(1, 7, 0, [1]), 0b1111, 4, vec(1), False)
@@ -247,7 +323,7 @@ def test_a_worker_that_stalls_and_resumes_completes_the_chunks_held_for_it(tree:
     for c in range(4):
         for h in ("h1", "h2", "h3"):
             tree.contribute(h, ALL, c, vec(10 * c + WORKERS.index(h)))
-    assert tree.received(quiet=1.0) == []  # h4 stalls: nothing completes, nothing is lost
+    assert tree.received() == []  # h4 stalls: nothing completes, nothing is lost
     for c in range(4):
         tree.contribute("h4", ALL, c, vec(10 * c + 3))
     got = sorted((p.chunk, p.values) for p, _ in tree.received())
@@ -346,8 +422,9 @@ def test_fault_injection_drops_the_share_it_is_set_to(tree: Tree) -> None:
         for c in range(n):
             s.sendto(ap.encode(ap.contribution(red.job, c, 0, [c])), (DEST, ap.AGG_UDP_PORT))
             if c % 4 == 3:
-                time.sleep(0.002)
-    got = len(tree.received(quiet=0.5))
+                time.sleep(0.002)  # BMv2's packet capture drops long bursts
+    tree.sent += n
+    got = len(tree.received())
     dropped = tree.events("s2")["fault_drop"] + tree.events("s1")["fault_drop"]
     assert got + dropped == n
     assert 0.65 * n < dropped < 0.85 * n  # two switches at 50%: 75% expected
@@ -412,6 +489,7 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
     intent = tree.deploy([job])
     (role,) = intent.switches["s2"].aggregations
     model = SwitchModel({4: JobEntry(role.expected, role.slot_base, role.slots)})
+    assert role.blue
     rng = random.Random(11)
     sent: list[ap.AggPacket] = []
     for step in range(120):
@@ -431,3 +509,6 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
     assert got == expected
     ev = tree.events("s2")
     assert {k: ev[k] for k in model.events} == model.events
+    assert (tree.uplink("s2", "agg_first"), tree.uplink("s2", "agg_repeat")) == \
+        (model.first, model.repeat)
+    assert model.first > 0 and model.repeat > 0

@@ -21,8 +21,9 @@ import pytest
 from innet.emulation.net import _own_leftovers, require_mininet, running_network
 from innet.topology import load_topology, topology_from_dict
 
-pytestmark = pytest.mark.skipif(require_mininet() is not None,
-                                reason=f"Mininet unavailable: {require_mininet()}")
+pytestmark = [pytest.mark.dataplane,
+              pytest.mark.skipif(require_mininet() is not None,
+                                 reason=f"Mininet unavailable: {require_mininet()}")]
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -68,13 +68,15 @@ def test_first_deploy_loads_the_program_and_every_entry(server: FakeP4RuntimeSer
     want = intent(4)
     result = deploy(addrs(server), want, PIPE)
     assert result.pipelines == 15
-    # 17 routes per switch, the ECN default set, an aggregation entry on s4..s7
-    assert result.writes == 15 * 18 + 4 == updates(server)
+    # 17 routes per switch, the ECN default set, an agg_job entry on every switch of the
+    # tree (all 15: aggregate on s4..s7, track on the others)
+    assert result.writes == 15 * 18 + 15 == updates(server)
     for name in NAMES:
         assert held(server, name) == {normalise(PIPE.schema, e) for e in want[name]}
         assert server.device(NAMES.index(name)).cookie == PIPE.cookie
     assert {n for n, s in result.switches.items() if s.diff.insert and any(
-        e.table == pg.T_AGG for e in s.diff.insert)} == {"s4", "s5", "s6", "s7"}
+        e.table == pg.T_AGG and e.action == pg.A_AGGREGATE for e in s.diff.insert)} \
+        == {"s4", "s5", "s6", "s7"}
     # inserts and the default's modify travel in separate requests, one per kind
     assert all(len(d.write_requests) == 2 for d in server.devices.values())
 
@@ -94,8 +96,10 @@ def test_a_new_plan_moves_with_the_fewest_writes(server: FakeP4RuntimeServer) ->
     moved = deploy(addrs(server), intent(2), PIPE)  # soar k=2: s2, s3 instead of s4..s7
     changed = {n: s.diff for n, s in moved.switches.items() if s.changed}
     assert set(changed) == {"s2", "s3", "s4", "s5", "s6", "s7"}
-    assert [len(changed[s].insert) for s in ("s2", "s3")] == [1, 1]
-    assert [len(changed[s].delete) for s in ("s4", "s5", "s6", "s7")] == [1, 1, 1, 1]
+    # a switch turning blue or red keeps its agg_job entry (its cells): track <-> aggregate
+    # is one modify each
+    assert all(len(changed[s].modify) == 1 and not changed[s].insert and not changed[s].delete
+               for s in changed)
     assert updates(server) - n0 == moved.writes == 6
     assert held(server, "s2") == {normalise(PIPE.schema, e) for e in intent(2)["s2"]}
     # the same keys with new data are modified in place, never deleted and re-inserted
@@ -107,8 +111,12 @@ def test_a_new_plan_moves_with_the_fewest_writes(server: FakeP4RuntimeServer) ->
     assert (len(s2.insert), len(s2.delete), len(s2.modify)) == (0, 0, 1)
     old, new = s2.modify[0]
     assert old in before and (old.param("expected"), new.param("expected")) == (0xFF, 0x3F)
-    assert step.switches["s3"].diff.delete  # nothing of the job passes s3 any more
-    assert step.writes == 2
+    # nothing of the job passes s3, s6, s7, s11..s15 any more: their entries go; s1 and s5
+    # track fewer workers: their entries change in place
+    gone = {n for n, d in step.switches.items() if d.diff.delete}
+    assert gone == {"s3", "s6", "s7", "s11", "s12", "s13", "s14", "s15"}
+    assert {n for n, d in step.switches.items() if d.diff.modify} == {"s1", "s2", "s5"}
+    assert step.writes == 11
     no_ecn = it.network_intent(BT15, [it.plan_job(BT15, w, blue=["s2"])], None).entries()
     threshold = deploy(addrs(server), no_ecn, PIPE)
     assert threshold.writes == 15 and all(len(s.diff.modify) == 1
@@ -273,13 +281,13 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     assert main([*args, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "job 1: soar, k = 4: blue s4, s5, s6, s7" in out
-    assert "would write 289 entries" in out and updates(server) == 0
+    assert "would write 300 entries" in out and updates(server) == 0
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "s4 (" in out and "load program; +18 ~1 -0" in out
     assert "  + aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" in out
     assert "  ~ ECN: off  =>  ECN: mark CE at queue depth >= 20" in out
-    assert "15 switches (15 changed, 0 unchanged, 0 failed), 15 program loads, wrote 274 " \
+    assert "15 switches (15 changed, 0 unchanged, 0 failed), 15 program loads, wrote 285 " \
            "entries" in out
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -289,7 +297,8 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
         capsys.readouterr().out
     assert main([*args[:-1], "2", "--no-ecn"]) == 0
     out = capsys.readouterr().out
-    assert "s4 (" in out and "  - aggregate job 1: wait for bitmap 0xf" in out
+    assert "s4 (" in out and "  ~ aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" \
+        "  =>  track job 1: forward, count first transmissions of bitmap 0xf" in out
     assert "  ~ ECN: mark CE at queue depth >= 20  =>  ECN: off" in out
     server.device(NAMES.index("s8")).bump_counter("port_in", 2, 3, 480)
     server.device(NAMES.index("s8")).bump_counter("ecn_marked", 1, 2, 0)
@@ -298,9 +307,10 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     out = capsys.readouterr().out
     assert "s8 (" in out and "route 10.0.0.3/32 -> port 2" in out and "ECN: off" in out
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
-    assert ["1", "0", "0", "0", "0", "2"] in rows and ["2", "3", "480", "0", "0", "0"] in rows
+    assert ["1", "0", "0", "0", "0", "2", "0", "0"] in rows
+    assert ["2", "3", "480", "0", "0", "0", "0", "0"] in rows
     assert "aggregation packets: held 0, emitted 0, duplicate 4, stale 0, malformed 0" in out
-    assert "slot pool: 0 of 256 cells used by 0 job(s)" in out
+    assert "slot pool: 16 of 256 cells used by 1 job(s); job 1: 0..15" in out  # track
 
 
 def test_cli_errors_are_one_line(server: FakeP4RuntimeServer, tmp_path: Path,
@@ -348,7 +358,7 @@ def test_cli_dry_run_from_empty_contacts_nobody(capsys: pytest.CaptureFixture[st
     assert "job 2: top, k = 1: blue s1" in out
     assert "  + aggregate job 2: wait for bitmap 0xff (8 workers), slots 0..15" in out
     assert "  ~ (the program's default)  =>  ECN: mark CE at queue depth >= 20" in out
-    assert "would write 286 entries" in out
+    assert "would write 294 entries" in out
 
 
 def test_cli_deploy_keeps_the_slots_a_job_holds(server: FakeP4RuntimeServer, tmp_path: Path,

@@ -23,6 +23,7 @@ def compile_program(out_dir: Path) -> tuple[Path, Path]:
     return json_out, info_out
 
 
+@pytest.mark.dataplane
 @pytest.mark.skipif(shutil.which(P4C) is None, reason=f"{P4C} (p4c) is not on PATH")
 def test_committed_outputs_are_not_stale(tmp_path: Path) -> None:
     json_out, info_out = compile_program(tmp_path)

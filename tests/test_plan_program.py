@@ -15,8 +15,8 @@ def test_every_table_action_and_counter_name_is_in_the_p4info() -> None:
     actions = {a.alias for a in schema.actions.values()}
     counters = {c.alias for c in schema.counters.values()}
     assert {pg.T_ROUTES, pg.T_AGG, pg.T_ECN, pg.T_FAULT} <= tables
-    assert {pg.A_FORWARD, pg.A_DROP_PACKET, pg.A_AGGREGATE, pg.A_ECN_ON, pg.A_ECN_OFF,
-            pg.A_DROP, pg.A_NO_FAULT} <= actions
+    assert {pg.A_FORWARD, pg.A_DROP_PACKET, pg.A_AGGREGATE, pg.A_TRACK, pg.A_ECN_ON,
+            pg.A_ECN_OFF, pg.A_DROP, pg.A_NO_FAULT} <= actions
     assert set(pg.COUNTERS) == counters
 
 

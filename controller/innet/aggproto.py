@@ -9,9 +9,11 @@ written down in docs/aggregation-protocol.md.
 
 `SwitchModel` is p4src/aggregate.p4 line by line: a pool of cells, each holding the owner job,
 the chunk, the bitmap of contributors merged, their count, the sums and two flags (overflow,
-CE). `Worker` streams chunks under a window and retransmits with backoff until the
-destination's result comes back; `Destination` sums what arrives (partial aggregates from
-blue switches, single contributions through red ones) and answers every worker.
+CE), and in egress the contributors already sent per cell, which tells a chunk's first
+transmission on the uplink from a packet sent again. `Worker` streams chunks under a window
+and retransmits with backoff until the destination's result comes back; `Destination` sums
+what arrives (partial aggregates from blue switches, single contributions through red ones)
+and answers every worker.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ def newer(a: int, b: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class JobEntry:
-    """The agg_job table entry: wait for `expected`, cells base .. base + slots - 1."""
+    """The agg_job table entry: wait for `expected`, cells base .. base + slots - 1. `blue`
+    False is the `track` action: forward, only count first transmissions."""
 
     expected: int
     base: int
     slots: int
+    blue: bool = True
 
 
 @dataclass(slots=True)
@@ -69,14 +73,25 @@ class Cell:
     values: tuple[int, ...] = ZERO
 
 
+@dataclass(slots=True)
+class SentCell:
+    """Egress: the chunk a cell tracks and the contributors sent for it on the uplink."""
+
+    owner: int = 0
+    chunk: int = 0
+    bitmap: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Out:
     """What a switch does with one packet: the event counted and the packet sent on (or
-    None: dropped), with its CE mark."""
+    None: dropped), with its CE mark; `first`: the packet left as its chunk's first
+    transmission of those contributors (True), as a repeat (False), or untracked (None)."""
 
     event: str | None
     packet: AggPacket | None
     ce: bool
+    first: bool | None = None
 
 
 @dataclass
@@ -85,26 +100,55 @@ class SwitchModel:
     pool: int = SLOTS
     cells: list[Cell] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENT_NAMES, 0))
+    sent: list[SentCell] = field(default_factory=list)
+    first: int = 0   # agg_first on the uplink
+    repeat: int = 0  # agg_repeat on the uplink
 
     def __post_init__(self) -> None:
         if not self.cells:
             self.cells = [Cell() for _ in range(self.pool)]
+        if not self.sent:
+            self.sent = [SentCell() for _ in range(self.pool)]
 
     def _count(self, event: str, pkt: AggPacket | None, ce: bool) -> Out:
         self.events[event] += 1
         return Out(event, pkt, ce)
 
     def process(self, pkt: AggPacket, ce: bool = False) -> Out:
-        """One aggregation packet in, what leaves (aggregate.p4's apply block)."""
+        """One aggregation packet in, what leaves (aggregate.p4's apply block, then AggFirst
+        in egress)."""
         if pkt.flags & FLAG_RESULT:
             return self._count("result", pkt, ce)
         entry = self.entries.get(pkt.job)
-        if entry is None:  # red for this job: plain forwarding
+        if entry is None:  # not on this job's tree: plain forwarding
             return Out(None, pkt, ce)
         index = entry.base + pkt.slot
         if (pkt.slot >= entry.slots or index >= self.pool or pkt.bitmap == 0
                 or pkt.bitmap & ~entry.expected):
             return self._count("malformed", None, ce)
+        out = self._aggregate(pkt, ce, entry, index) if entry.blue else Out(None, pkt, ce)
+        if out.packet is None:
+            return out
+        return replace(out, first=self._egress(out.packet, index))
+
+    def _egress(self, pkt: AggPacket, index: int) -> bool:
+        """AggFirst: does `pkt` carry a contributor this switch has not sent for its chunk?"""
+        cell = self.sent[index]
+        owner = pkt.job | _OWNED
+        late = False
+        if cell.owner != owner or newer(pkt.chunk, cell.chunk):
+            cell.owner, cell.chunk, cell.bitmap = owner, pkt.chunk, 0
+        elif cell.chunk != pkt.chunk:
+            late = True
+        if not late and pkt.bitmap & ~cell.bitmap:
+            cell.bitmap |= pkt.bitmap
+            self.first += 1
+            return True
+        self.repeat += 1
+        return False
+
+    def _aggregate(self, pkt: AggPacket, ce: bool, entry: JobEntry, index: int) -> Out:
+        """A blue switch's cell life cycle (Aggregate's cell branch)."""
         cell = self.cells[index]
         owner = pkt.job | _OWNED
         if cell.owner != owner or newer(pkt.chunk, cell.chunk):

@@ -38,6 +38,8 @@ from innet.plan.intent import (
 from innet.plan.pipeline import load_pipeline
 from innet.plan.program import (
     C_AGG_EVENTS,
+    C_AGG_FIRST,
+    C_AGG_REPEAT,
     C_ECN_MARKED,
     C_PORT_IN,
     C_PORT_OUT,
@@ -340,8 +342,8 @@ def print_status(st: SwitchStatus) -> None:
           + "".join(f"; job {j}: {b}..{b + n - 1}" for j, (b, n) in sorted(pool.items())))
     rows = port_rows(st.counters)
     if rows:
-        print(format_table(["port", "in pkts", "in bytes", "out pkts", "out bytes", "CE marked"],
-                           rows))
+        print(format_table(["port", "in pkts", "in bytes", "out pkts", "out bytes", "CE marked",
+                            "agg first", "agg again"], rows))
     events = st.counters.get(C_AGG_EVENTS, {})
     counts = [f"{n} {events.get(i, (0, 0))[0]}" for i, n in enumerate(AGG_EVENT_NAMES)]
     print("  aggregation packets: " + ", ".join(counts))
@@ -349,12 +351,15 @@ def print_status(st: SwitchStatus) -> None:
 
 
 def port_rows(counters: dict[str, dict[int, tuple[int, int]]]) -> list[Sequence[Any]]:
-    """One row per port that counted anything."""
-    pin, pout, ce = (counters.get(n, {}) for n in (C_PORT_IN, C_PORT_OUT, C_ECN_MARKED))
-    ports = sorted(p for p in set(pin) | set(pout) | set(ce)
-                   if pin.get(p, (0, 0))[0] or pout.get(p, (0, 0))[0] or ce.get(p, (0, 0))[0])
+    """One row per port that counted anything: packets and bytes in and out, CE marks, and the
+    aggregation packets sent out as a chunk's first transmission or again."""
+    names = (C_PORT_IN, C_PORT_OUT, C_ECN_MARKED, C_AGG_FIRST, C_AGG_REPEAT)
+    pin, pout, ce, first, repeat = (counters.get(n, {}) for n in names)
+    ports = sorted(p for p in set().union(pin, pout, ce, first, repeat)
+                   if any(c.get(p, (0, 0))[0] for c in (pin, pout, ce, first, repeat)))
     return [[p, pin.get(p, (0, 0))[0], pin.get(p, (0, 0))[1], pout.get(p, (0, 0))[0],
-             pout.get(p, (0, 0))[1], ce.get(p, (0, 0))[0]] for p in ports]
+             pout.get(p, (0, 0))[1], ce.get(p, (0, 0))[0], first.get(p, (0, 0))[0],
+             repeat.get(p, (0, 0))[0]] for p in ports]
 
 
 def status_json(args: argparse.Namespace, topo: Topology,

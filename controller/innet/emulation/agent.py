@@ -37,7 +37,7 @@ PAYLOAD_BYTES = 1000
 ECT0 = 0x02
 DRIFT_TOLERANCE = 0.05
 ECHO_EVERY = 4  # the receiver echoes CE counts every this many data packets of a flow
-WINDOW_S = 0.010  # the sender's congestion window: one rate decision per 10 ms
+WINDOW_S = 0.010  # the sender's congestion window: one rate decision per 10 ms (default)
 GAIN = 1.0 / 16  # DCTCP's g: weight of the newest window in alpha
 MIN_RATE = 1.0 / 16  # never below this share of the phase's rate
 INCREASE = 0.05  # additive increase per window without marks, share of the phase's rate
@@ -57,7 +57,8 @@ class RateControl:
     (as DCTCP cuts its window), else raises it additively back toward the phase's rate.
     alpha starts at 1, as Linux's DCTCP does, so the first marked window halves the rate."""
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
         self.rate = 1.0  # share of the phase's pps
         self.alpha = 1.0
         self.acked = 0
@@ -73,7 +74,7 @@ class RateControl:
     def tick(self, now: float) -> None:
         if now < self.window_end:
             return
-        self.window_end = now + WINDOW_S
+        self.window_end = now + self.window_s
         if self.acked == 0:
             return
         fraction = self.marked / self.acked
@@ -119,11 +120,18 @@ def _drain(sock: socket.socket, job: int, control: RateControl | None,
 def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms: float,
          epoch: float, iterations: int, out: Path, tos: int = ECT0, *,
          port: int = DATA_PORT, react: bool = True, realign: bool = True,
-         grid_ms: float | None = None, budget_pct: float = 100.0) -> dict[str, Any]:
+         grid_ms: float | None = None, budget_pct: float = 100.0,
+         window_s: float = WINDOW_S) -> dict[str, Any]:
     """One worker's traffic. `react`: DCTCP-like rate control on echoed CE marks (else the
-    phase's full rate whatever the queues). `realign`: a late iteration waits for the next
-    point of epoch + shift + m x `grid_ms` (default: the iteration time) when it is more
-    than 5% of T off it and the wait is at most `budget_pct`% of T."""
+    phase's full rate whatever the queues), one decision per `window_s`. `realign`: a late
+    iteration waits for the next point of epoch + shift + m x `grid_ms` (default: the
+    iteration time) when it is more than 5% of T off it and the wait is at most
+    `budget_pct`% of T.
+
+    Pacing follows the clock, not the last send: packet n of a phase is due one interval
+    (at the current rate) after packet n - 1 was due, so a sender the machine kept from
+    running for a while catches up, at no more than twice the rate (no burst), instead of
+    stretching its phase by the time it lost."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
     sock.setblocking(False)  # echoes and acks are read between packets, never waited for
@@ -136,7 +144,7 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
     start = origin
     realigned = 0
     seq = 0
-    control = RateControl() if react else None
+    control = RateControl(window_s) if react else None
     min_rtt = math.inf
     for i in range(iterations):
         _sleep_until(start)
@@ -149,18 +157,22 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
                 continue
             # a phase starts when its offset comes, or when the previous one is done
             due = max(start + ph.start_ms / 1000, time.time())
+            last = -math.inf
             for _ in range(count):
-                _sleep_until(due)
+                rate = control.rate if control is not None else 1.0
+                gap = 1.0 / (ph.pps * rate)
+                _sleep_until(max(due, last + gap / 2))  # behind the clock: twice the rate
                 if control is not None:
                     _drain(sock, job, control)
                     control.tick(time.time())
                 sock.sendto(_HEAD.pack(MAGIC, KIND_DATA, 0, job, i, seq, 0) + pad,
                             (dest, port))
+                last = time.time()
                 seq += 1
                 sent += 1
                 rate = control.rate if control is not None else 1.0
                 lowest = min(lowest, rate)
-                due = max(due + 1.0 / (ph.pps * rate), time.time() - 1.0 / ph.pps)
+                due += 1.0 / (ph.pps * rate)
         # the end of communication: wait for the receiver's acknowledgement of this iteration
         ack_time = None
         asked = time.time()
@@ -288,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="re-alignment grid (default: the iteration time)")
     s.add_argument("--budget-pct", type=float, default=100.0,
                    help="longest wait a re-alignment may cost, %% of T (default 100)")
+    s.add_argument("--window-ms", type=float, default=WINDOW_S * 1000,
+                   help=f"one rate decision per this many ms (default {WINDOW_S * 1000:g})")
     r = sub.add_parser("receive", help="count packets and CE marks, answer acknowledgements")
     r.add_argument("--duration", type=float, required=True, help="listen at most this long (s)")
     r.add_argument("--idle", type=float, default=None,
@@ -299,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
                   for p in json.loads(args.phases)]
         send(args.dest, args.job, args.iteration_ms, phases, args.shift_ms, args.epoch,
              args.iterations, Path(args.out), args.tos, react=not args.no_react,
-             realign=not args.no_realign, grid_ms=args.grid_ms, budget_pct=args.budget_pct)
+             realign=not args.no_realign, grid_ms=args.grid_ms, budget_pct=args.budget_pct,
+             window_s=args.window_ms / 1000)
     else:
         receive(args.duration, Path(args.out), idle_s=args.idle)
     return 0

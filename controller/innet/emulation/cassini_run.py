@@ -11,8 +11,12 @@ the base's placement with CASSINI's shifts for it, and CASSINI's placement with 
 (both with CASSINI's agents, re-aligning on the grid of their interleaving).
 
 Scale: the emulator forwards thousands, not billions, of packets per second, so Gbps map to
-packets per second by one factor: the slowest link's capacity is `capacity_pps`. Iteration
-times stay in real milliseconds.
+packets per second by one factor: the slowest link's capacity is `capacity_pps`. Time: the
+emulation runs `slowdown` times slower than the jobs' own clock (iterations, phases and shifts
+last that many times longer, every rate, the switches' included, is that many times lower),
+so each phase carries the same packets through the same queues while the machine's
+scheduling jitter (milliseconds on a busy two-core machine) is small against a phase and the
+switches never run short of CPU. Times are reported on the jobs' clock (divided back).
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ import numpy as np
 from innet.errors import InputError
 from innet.plan.program import C_ECN_MARKED
 from innet.topology import Topology, load_topology
+
+# The emulation's clock runs this many times slower than the jobs': 4 keeps the busiest
+# switch of the four-job run under a third of a core and a phase (90 ms x 4) long against
+# the stalls of a busy machine
+DEFAULT_SLOWDOWN = 4.0
+MAX_SLOWDOWN = 20.0
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,8 @@ def _link_capacity_gbps(topo: Topology) -> float:
 
 def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: int = 30,
                 capacity_pps: int = 800, queue_depth: int = 100, ecn_threshold: int = 20,
-                seed: int = 0, pcap: bool = False, progress: bool = True) -> dict[str, Any]:
+                seed: int = 0, pcap: bool = False, progress: bool = True,
+                slowdown: float = DEFAULT_SLOWDOWN) -> dict[str, Any]:
     from innet.cassini import load_jobs
     from innet.cassini.scheduler import schedule
     from innet.emulation.net import running_network
@@ -103,6 +114,9 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
         raise InputError(f"--iterations must be >= 1, got {iterations}")
     if capacity_pps < 10:
         raise InputError(f"--capacity-pps must be >= 10, got {capacity_pps}")
+    if not 1.0 <= slowdown <= MAX_SLOWDOWN or capacity_pps / slowdown < 10:
+        raise InputError(f"--slowdown must be in 1..{MAX_SLOWDOWN:g} and leave the switches at "
+                         f"least 10 packets/s (--capacity-pps / --slowdown), got {slowdown:g}")
     topo = load_topology(topology_path)
     jobs = load_jobs(jobs_path)
     result_plans = schedule(topo, jobs, seed=seed)
@@ -127,7 +141,7 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
         addresses = {s: a for s, a in switch_addresses(topo).items()
                      if not topo.switches[s].remote}
         intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
-        setting = QueueSetting(rate_pps=capacity_pps, depth=queue_depth)
+        setting = QueueSetting(rate_pps=round(capacity_pps / slowdown), depth=queue_depth)
         targets = {s: SwitchTarget(es, (setting,)) for s, es in intent.entries().items()
                    if s in addresses}
         # the long-running controller keeps routes, ECN threshold and queue settings on every
@@ -140,12 +154,12 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
                           file=sys.stderr, flush=True)
                 shifts = {j: float(plan.shifts_ms.get(j, 0.0)) for j in order}
                 runs.append(_one_run(net, topo, plan, flows, shifts, scale, iterations, out,
-                                     plan.mode, ctl))
+                                     plan.mode, ctl, slowdown))
     result = {"plans": {p.mode: {"placement": {j: list(h) for j, h in p.placement.items()},
                                  "shifts_ms": dict(p.shifts_ms), "score": p.score,
                                  "candidate": p.candidate,
                                  "shared_links": p.shared_links()} for p in plans},
-              "capacity_pps": capacity_pps, "pps_per_gbps": scale,
+              "capacity_pps": capacity_pps, "pps_per_gbps": scale, "slowdown": slowdown,
               "queue_depth": queue_depth, "ecn_threshold": ecn_threshold,
               "iterations": iterations, "runs": [r.to_dict() for r in runs]}
     (out / "results.json").write_text(json.dumps(result, indent=1))
@@ -161,39 +175,46 @@ def _marks(ctl: Any) -> int:
 
 def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dict[str, float],
              scale: float, iterations: int, out: Path, label: str,
-             ctl: Any) -> RunResult:
+             ctl: Any, slowdown: float = 1.0) -> RunResult:
+    """One arm; every time and rate given to the agents is on the emulation's clock (times x
+    `slowdown`, rates / `slowdown`), every time read back is divided back."""
     from innet.cassini.fluid import realign_grid
     from innet.cassini.scheduler import DEFAULT_CHECK
+    from innet.emulation.agent import WINDOW_S
 
     tag = label.replace(" ", "-").replace("+", "-")
     agents = any(v != 0 for v in shifts.values())
     grid = realign_grid(plan.jobs, plan.traffic)
-    longest = max(plan.job(f.job).iteration_ms for f in flows)
-    nominal = 3.0 + (iterations + 2) * longest / 1000 + max(shifts.values()) / 1000 + 2.0
-    duration = 4 * nominal + 10.0  # at most; receivers stop 3 s after the last packet
+    longest = max(plan.job(f.job).iteration_ms for f in flows) * slowdown
+    nominal = (3.0 + (iterations + 2) * longest / 1000
+               + max(shifts.values()) * slowdown / 1000 + 2.0)
+    duration = 4 * nominal + 10.0  # at most; receivers stop once idle after the last packet
+    idle = max(3.0, 2 * longest / 1000)  # longer than any Down phase
     marks_before = _marks(ctl)
     receivers = {}
     for dst in sorted({f.dst for f in flows}):
         rx_out = out / "logs" / f"rx-{tag}-{dst}.json"
         receivers[dst] = (net.host(dst).popen(
             [sys.executable, "-m", "innet.emulation.agent", "receive", "--duration",
-             f"{duration:.2f}", "--idle", "3", "--out", str(rx_out)], stdout=subprocess.DEVNULL,
+             f"{duration:.2f}", "--idle", f"{idle:.2f}", "--out", str(rx_out)],
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE), rx_out)
     time.sleep(0.5)
     epoch = time.time() + 2.5  # every sender is up and waiting by then
     senders = []
     for i, f in enumerate(flows):
         job = plan.job(f.job)
-        phases = [{"start_ms": p.start_ms, "duration_ms": p.duration_ms,
-                   "pps": p.gbps * scale} for p in job.phases]
+        phases = [{"start_ms": p.start_ms * slowdown, "duration_ms": p.duration_ms * slowdown,
+                   "pps": p.gbps * scale / slowdown} for p in job.phases]
         tx_out = out / "logs" / f"tx-{tag}-{f.job}-{i}.json"
         senders.append((f, net.host(f.src).popen(
             [sys.executable, "-m", "innet.emulation.agent", "send", "--dest",
              topo.hosts[f.dst].ip, "--job", str(f.job_id), "--iteration-ms",
-             str(job.iteration_ms), "--phases", json.dumps(phases), "--shift-ms",
-             str(shifts[f.job]), "--epoch", f"{epoch:.6f}", "--iterations", str(iterations),
-             "--out", str(tx_out),
-             *(["--grid-ms", str(grid[f.job]), "--budget-pct",
+             str(job.iteration_ms * slowdown), "--phases", json.dumps(phases), "--shift-ms",
+             str(shifts[f.job] * slowdown), "--epoch", f"{epoch:.6f}", "--iterations",
+             str(iterations), "--out", str(tx_out), "--window-ms",
+             str(WINDOW_S * 1000 * slowdown),
+             *(["--grid-ms", str(grid[f.job] * slowdown), "--budget-pct",
                 str(DEFAULT_CHECK.realign_budget_pct)] if agents else ["--no-realign"])],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
             tx_out))
@@ -228,7 +249,7 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
         unacked += sum(not r["acked"] for r in data["iterations"])
         realigned[f.job] += data["realigned"]
         # a job's iteration ends when its slowest flow has delivered
-        per_iter = [r["iteration_ms"] for r in data["iterations"]]
+        per_iter = [r["iteration_ms"] / slowdown for r in data["iterations"]]
         if not times[f.job]:
             times[f.job] = per_iter
         else:
@@ -271,8 +292,11 @@ def _report(out: Path, result: dict[str, Any], runs: list[RunResult]) -> None:
                      f"{json.dumps(shifts) if shifts else 'none'}; shared links: "
                      f"{', '.join(plan['shared_links']) or 'none'}.")
     lines += ["",
-              f"Every switch port drains {result['capacity_pps']} packets/s (the links' "
-              f"capacity; {result['pps_per_gbps']:.1f} packets/s per Gbps), queue depth "
+              f"Every switch port drains {result['capacity_pps']} packets/s on the jobs' clock "
+              f"(the links' capacity; {result['pps_per_gbps']:.1f} packets/s per Gbps); the "
+              f"emulation ran {result['slowdown']:g} times slower (iterations, phases and "
+              f"shifts that much longer, every rate that much lower, times reported on the "
+              f"jobs' clock), queue depth "
               f"{result['queue_depth']}, ECN threshold {result['ecn_threshold']} packets; "
               f"{result['iterations']} iterations per job.", "",
               "| arm | CE at receivers | marked at switches | packets sent | received | "

@@ -31,6 +31,7 @@ from innet.p4rt.local import (  # the convention lives with the P4Runtime layer
     SwitchPorts,
     local_switch_ports,
     log_tail,
+    reserve_ports,
     wait_for_port,
 )
 from innet.topology import Topology
@@ -290,6 +291,7 @@ def running_network(
     if pcap:
         (run_dir / "pcap").mkdir(parents=True, exist_ok=True)
     ports = local_switch_ports(topology, grpc_base, thrift_base)
+    reserve_ports(p.grpc_port for p in ports.values())  # before anything connects anywhere
     from mininet.log import setLogLevel
 
     setLogLevel("warning")

@@ -39,6 +39,7 @@ from innet.plan.program import (
     A_ECN_ON,
     A_FORWARD,
     A_NO_FAULT,
+    A_TRACK,
     DROP_SCALE,
     T_AGG,
     T_ECN,
@@ -255,8 +256,10 @@ def plan_job(topo: Topology, workload: Workload, strategy: str = "soar", k: int 
 
 @dataclass(frozen=True, slots=True)
 class AggRole:
-    """Switch is blue for `job`: it waits for `expected` (bitmap), `fan_in` packets a chunk,
-    in cells slot_base .. slot_base + slots - 1 of its pool."""
+    """Switch is on `job`'s tree. Blue: it waits for `expected` (bitmap), `fan_in` packets a
+    chunk, in cells slot_base .. slot_base + slots - 1 of its pool. Red (`blue` False): it
+    forwards the job's packets and uses the same cells to count each chunk's first
+    transmissions on its uplink apart from retransmissions (the measured cost)."""
 
     job: int
     expected: int
@@ -264,6 +267,7 @@ class AggRole:
     fan_in: int
     workers: tuple[str, ...]
     slots: int = DEFAULT_JOB_SLOTS
+    blue: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +283,7 @@ class SwitchIntent:
         out = [Entry(T_ROUTES, (Match("dst_addr", ip_to_int(r.ip), r.prefix_len),), A_FORWARD,
                      (("dst_mac", mac_to_int(r.mac)), ("port", r.port)))
                for r in self.routes]
-        out += [Entry(T_AGG, (Match("job", a.job),), A_AGGREGATE,
+        out += [Entry(T_AGG, (Match("job", a.job),), A_AGGREGATE if a.blue else A_TRACK,
                       (("expected", a.expected), ("slot_base", a.slot_base),
                        ("slots", a.slots)))
                 for a in self.aggregations]
@@ -327,7 +331,7 @@ def held_slots(entries: Mapping[str, Iterable[Entry]]) -> dict[str, dict[int, tu
     out: dict[str, dict[int, tuple[int, int]]] = {}
     for sw, es in entries.items():
         for e in es:
-            if e.table == T_AGG and e.action == A_AGGREGATE and len(e.match) == 1:
+            if e.table == T_AGG and e.action in (A_AGGREGATE, A_TRACK) and len(e.match) == 1:
                 p = dict(e.params)
                 out.setdefault(sw, {})[e.match[0].value] = (p.get("slot_base", 0),
                                                            p.get("slots", DEFAULT_JOB_SLOTS))
@@ -373,9 +377,10 @@ def allocate_slots(demand: Mapping[int, int], held: Mapping[int, tuple[int, int]
 def network_intent(topo: Topology, jobs: Sequence[JobPlan],
                    ecn_threshold: int | None = DEFAULT_ECN_THRESHOLD, *,
                    held: Held | None = None, drop_probability: float = 0.0) -> NetworkIntent:
-    """Routes for all hosts everywhere; an aggregation entry where a job's plan is blue, its
-    cells allocated per switch (`held`: what the switches hold now, kept where it is);
-    `drop_probability`: the data-plane fault injection, for tests and experiments."""
+    """Routes for all hosts everywhere; an agg_job entry on every switch of a job's tree
+    (aggregate where the plan is blue, track where it is red), its cells allocated per switch
+    (`held`: what the switches hold now, kept where it is); `drop_probability`: the
+    data-plane fault injection, for tests and experiments."""
     seen: dict[int, str | None] = {}
     for jp in jobs:
         if jp.workload.job in seen:
@@ -387,12 +392,13 @@ def network_intent(topo: Topology, jobs: Sequence[JobPlan],
     all_routes = routes(topo)
     roles: dict[str, list[AggRole]] = {s: [] for s in topo.switches}
     for jp in jobs:
-        for b in jp.blue:
-            workers = jp.subtree_workers(b)
+        blue = set(jp.blue)
+        for s in jp.tree.ids[1:]:
+            workers = jp.subtree_workers(s)
             if not workers:  # a blue switch with no load below sends nothing: no entry
                 continue
-            roles[b].append(AggRole(jp.workload.job, sum(jp.workload.bit(w) for w in workers),
-                                    0, jp.fan_in(b), workers, jp.workload.slots))
+            roles[s].append(AggRole(jp.workload.job, sum(jp.workload.bit(w) for w in workers),
+                                    0, jp.fan_in(s), workers, jp.workload.slots, s in blue))
     for s, rs in roles.items():
         bases = allocate_slots({r.job: r.slots for r in rs}, (held or {}).get(s), switch=s)
         roles[s] = [replace(r, slot_base=bases[r.job]) for r in rs]

@@ -24,20 +24,13 @@ from pathlib import Path
 from innet.bmv2 import launcher
 from innet.bmv2.launcher import BMv2Options
 from innet.p4rt.client import SwitchAddress
-from innet.p4rt.local import log_tail, wait_for_port
+from innet.p4rt.local import free_port, log_tail, wait_for_port
 
 CLONE_NEWNET = 0x40000000
 
 
 def missing_tools(*tools: str) -> list[str]:
     return [t for t in tools if shutil.which(t) is None]
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _run(*args: str) -> None:
