@@ -374,3 +374,21 @@ def test_cli_deploy_keeps_the_slots_a_job_holds(server: FakeP4RuntimeServer, tmp
     out = capsys.readouterr().out
     assert "aggregate job 2" not in out  # not one of job 2's entries was touched
     assert "  + aggregate job 1: wait for bitmap 0x3 (2 workers), slots 16..31" in out
+
+
+def test_a_switch_that_failed_exits_3_not_2(monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad input is exit 2; a switch or network that failed is exit 3 (docs/inputs.md)."""
+    from innet import deploy_cli
+    from innet.errors import InputError, NetworkError
+
+    assert issubclass(SwitchError, NetworkError) and not issubclass(SwitchError, InputError)
+
+    def unreachable(_args: Any) -> int:
+        raise SwitchError("switch s1 (127.0.0.1:1): unreachable: connection refused")
+
+    monkeypatch.setattr(deploy_cli, "cmd_status", unreachable)
+    bt = str(ROOT / "topologies" / "bt15.json")
+    assert main(["status", "--topology", bt]) == 3
+    err = capsys.readouterr().err
+    assert err == "innet: switch s1 (127.0.0.1:1): unreachable: connection refused\n"

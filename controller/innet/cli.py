@@ -1,7 +1,8 @@
 """The `innet` command: one entry point, a subcommand per job.
 
 Each feature module registers its own subcommands (`register(subparsers)`), so this file only
-wires them together and turns bad input into one line on stderr with exit status 2.
+wires them together and turns bad input into one line on stderr with exit status 2, a switch
+or network that failed into one line with exit status 3 (docs/inputs.md).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from innet import __version__
-from innet.errors import InputError
+from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError
 
 DESCRIPTION = """\
 innet: in-network computing on P4 switches.
@@ -104,7 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args.func(args)
     except InputError as exc:
         print(f"innet: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_INPUT
+    except NetworkError as exc:
+        print(f"innet: {exc}", file=sys.stderr)
+        return EXIT_NETWORK
     except KeyboardInterrupt:
         print("innet: interrupted", file=sys.stderr)
         return 130

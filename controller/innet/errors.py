@@ -1,8 +1,12 @@
-"""One error type for bad user input, so the CLI can print one line and exit 2.
+"""Two error types the CLI turns into one line on stderr: bad input (exit 2) and a switch or
+network that failed (exit 3).
 
 Anything the user can get wrong (a file, a node, a field, a flag) raises `InputError` with a
 message that names the culprit; the CLI turns it into ``innet: <message>`` on stderr and exit
-status 2 instead of a traceback. Bugs stay ordinary exceptions and keep their tracebacks.
+status 2 instead of a traceback. A switch that cannot be reached, refuses a request or goes
+away raises a `NetworkError` (the P4Runtime client's `SwitchError`): the same one line, exit
+status 3, so a script can tell "fix your input" from "look at the network". Bugs stay
+ordinary exceptions and keep their tracebacks.
 """
 
 from __future__ import annotations
@@ -12,6 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from innet.memory import available_memory, gib
+
+EXIT_INPUT = 2  # bad input: a flag, a file, a field
+EXIT_NETWORK = 3  # a switch or the network failed
+
+
+class NetworkError(Exception):
+    """A switch or the network failed (unreachable, refused, gone); the message names it."""
 
 
 class InputError(ValueError):

@@ -25,7 +25,7 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from p4.v1 import p4runtime_pb2
 from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException
 
-from innet.errors import InputError
+from innet.errors import InputError, NetworkError
 from innet.p4rt import encode
 from innet.p4rt.entities import Entry
 from innet.p4rt.schema import Pipeline, Schema
@@ -58,7 +58,7 @@ def reader_election_id() -> tuple[int, int]:
     return (0, 1 + os.getpid() % 1_000_000)
 
 
-class SwitchError(InputError):
+class SwitchError(NetworkError):
     """A switch refused or could not be reached; the message names it (and the entry).
 
     `code` is the gRPC status name when the switch answered with one (PERMISSION_DENIED tells

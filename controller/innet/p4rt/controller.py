@@ -360,7 +360,7 @@ class _Worker:
                                      "reloading the program and every entry")
                     reload = True
                 continue
-            except InputError as exc:  # SwitchError, or an intent the program cannot hold
+            except (SwitchError, InputError) as exc:  # or an intent the program cannot hold
                 if isinstance(exc, SwitchError) and exc.code == "PERMISSION_DENIED":
                     client.primary = False
                     event(self.name, "the switch refused a write (PERMISSION_DENIED): another "
