@@ -25,7 +25,7 @@ from innet.cassini.scheduler import (
 from innet.errors import InputError
 from innet.topology import Topology, load_topology
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 
 

@@ -13,7 +13,7 @@ from innet.cassini.scheduler import schedule
 from innet.errors import InputError
 from innet.topology import load_topology
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHORT = FluidConfig(iterations=20)
 
 

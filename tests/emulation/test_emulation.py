@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.dataplane,
               pytest.mark.skipif(require_mininet() is not None,
                                  reason=f"Mininet unavailable: {require_mininet()}")]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # names no other test or run uses, so a leftover can only be ours
 SMALL: dict[str, Any] = {

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,18 +23,12 @@ from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import load_topology
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")
 NAMES = list(BT15.switches)[:4]
 PIPE = load_pipeline()
 
 pytestmark = pytest.mark.usefixtures("no_p4runtime_threads_left")
-
-
-@pytest.fixture
-def server() -> Iterator[FakeP4RuntimeServer]:
-    with FakeP4RuntimeServer(tuple(range(len(NAMES)))) as srv:
-        yield srv
 
 
 def addrs(srv: FakeP4RuntimeServer) -> dict[str, SwitchAddress]:

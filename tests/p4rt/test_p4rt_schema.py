@@ -22,7 +22,7 @@ from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline
 from innet.topology import load_topology
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PIPE = load_pipeline()
 SCHEMA = PIPE.schema
 

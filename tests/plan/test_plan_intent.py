@@ -19,7 +19,7 @@ from innet.plan import program as pg
 from innet.soar.baselines import STRATEGIES
 from innet.topology import Topology, load_topology, topology_from_dict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")
 FAT = load_topology(ROOT / "topologies" / "fattree4.json")
 LEAFSPINE = load_topology(ROOT / "topologies" / "leafspine24.json")
@@ -349,7 +349,7 @@ def test_describe_reads_well() -> None:
 
 
 def test_equal_cost_next_hops_spread_over_the_spines() -> None:
-    topo = load_topology(Path(__file__).resolve().parent.parent / "topologies" /
+    topo = load_topology(Path(__file__).resolve().parents[2] / "topologies" /
                          "leafspine24.json")
     spines = {routing.next_hops(topo, h)["l1"].neighbour for h in topo.hosts
               if topo.host_switch(h)[0] != "l1"}

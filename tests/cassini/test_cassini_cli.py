@@ -9,7 +9,7 @@ import pytest
 
 from innet.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAIR = str(ROOT / "examples" / "jobs-vgg19-pair.json")
 THIRTEEN = str(ROOT / "examples" / "jobs-13.json")
 LEAFSPINE = str(ROOT / "topologies" / "leafspine24.json")

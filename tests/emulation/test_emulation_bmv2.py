@@ -14,7 +14,7 @@ from innet.topology import load_topology
 WHY = require_mininet() or require_bmv2()
 pytestmark = [pytest.mark.dataplane,
               pytest.mark.skipif(WHY is not None, reason=f"needs Mininet and BMv2: {WHY}")]
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _check_cost(r: Any) -> None:

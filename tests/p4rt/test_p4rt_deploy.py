@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 from innet.topology import Topology, load_topology, topology_from_dict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BT15 = load_topology(ROOT / "topologies" / "bt15.json")
 NAMES = list(BT15.switches)
 PIPE = load_pipeline()
@@ -36,12 +35,6 @@ ALL = [f"h{i}" for i in range(1, 17)]
 
 
 pytestmark = pytest.mark.usefixtures("no_p4runtime_threads_left")
-
-
-@pytest.fixture
-def server() -> Iterator[FakeP4RuntimeServer]:
-    with FakeP4RuntimeServer(tuple(range(len(NAMES)))) as srv:
-        yield srv
 
 
 def addrs(srv: FakeP4RuntimeServer) -> dict[str, SwitchAddress]:

@@ -38,7 +38,7 @@ pytestmark = [
     pytest.mark.usefixtures("no_p4runtime_threads_left"),
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PIPE = load_pipeline()
 NAMES = ("s1", "s2", "s3")
 HOSTS = {f"h{i}": (f"10.0.0.{i}", f"08:00:00:00:00:{i:02x}") for i in (1, 2, 3, 4)}
