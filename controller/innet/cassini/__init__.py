@@ -1,6 +1,6 @@
 """CASSINI: place ML training jobs and shift their start times so that jobs sharing a link
 take turns communicating (Rajasekaran, Ghobadi, Akella, NSDI 2024; our model:
-shared/spec/cassini.md).
+docs/cassini-planner.md).
 
 - `profiles`: job profiles (phases per iteration), jobs files, the model zoo.
 - `geometry`: one link: unified circle, compatibility score, best shifts.

@@ -14,8 +14,9 @@ SOAR optimises is the one the routes actually carry.
 
 Expected contributions: a blue switch v waits for the OR of the bits of the workers whose path
 passes through v. That is the same set as its fan-in L(v) + sum over children c of msgs(c)
-(soar.md): red children forward their workers' packets one by one, blue children send one
-packet carrying the OR of theirs. Bitmaps make duplicates detectable by overlap.
+(SOAR's model, `innet.soar.model.messages`): red children forward their workers' packets one
+by one, blue children send one packet carrying the OR of theirs. Bitmaps make a contribution
+that arrives twice detectable by overlap.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The simple strategies SOAR is compared with (definitions in `../shared/spec/soar.md`).
+"""The simple strategies SOAR is compared with (the SOAR paper's baselines).
 
 Each picks at most k available switches; all-blue ignores k and is the floor. Ties are broken
 deterministically (by name in natural order) so that every figure is reproducible.

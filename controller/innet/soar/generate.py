@@ -2,7 +2,7 @@
 
 Everything is a pure function of its arguments and a seed, so a figure can be regenerated
 bit for bit. Rates are set by level (leaves' uplinks are level 0), loads on leaves only, as in
-the paper's evaluation (`../shared/spec/soar.md`, Evaluation setup).
+the SOAR paper's evaluation setup.
 """
 
 from __future__ import annotations
