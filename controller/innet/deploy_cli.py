@@ -11,6 +11,7 @@ from typing import Any
 
 from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
 from innet.argtypes import SEED, K, float_in, int_in
+from innet.bmv2.local import switch_addresses
 from innet.errors import InputError
 from innet.jsonout import print_json
 from innet.names import natural_key
@@ -19,7 +20,6 @@ from innet.p4rt.client import (
     SwitchClient,
     SwitchError,
     election_int,
-    switch_addresses,
 )
 from innet.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, status
 from innet.p4rt.encode import normalise

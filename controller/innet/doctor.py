@@ -47,7 +47,7 @@ QDISCS = {
     "fq_codel": "",
 }
 NEEDED_QDISCS = ("tbf", "htb")
-# switch i listens on these (innet.p4rt.local.local_switch_ports): the first few must be free
+# switch i listens on these (innet.bmv2.local.local_switch_ports): the first few must be free
 PORT_BASES = {"P4Runtime gRPC": 50051, "BMv2 thrift": 9090}
 PORTS_CHECKED = 16
 

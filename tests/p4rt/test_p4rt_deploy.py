@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from p4rt_helpers import fake_addresses
 
+from innet.bmv2.local import switch_addresses
 from innet.cli import main
 from innet.p4rt import entities as en
 from innet.p4rt.client import (
@@ -17,7 +18,6 @@ from innet.p4rt.client import (
     SwitchClient,
     SwitchError,
     WriteError,
-    switch_addresses,
 )
 from innet.p4rt.deploy import deploy, diff, read_status
 from innet.p4rt.encode import normalise

@@ -3,7 +3,7 @@
 A switch runs in its own session (a Ctrl-C meant for the caller does not reach it), writes its
 stdout and stderr to one file, and is stopped with SIGTERM, then SIGKILL after five seconds.
 Without a program (`json_path` empty) it starts with `--no-p4` and waits for one over
-P4Runtime. Whoever starts it waits for its gRPC port (`innet.p4rt.local.wait_for_port`) and
+P4Runtime. Whoever starts it waits for its gRPC port (`innet.bmv2.local.wait_for_port`) and
 words its own error: the Mininet harness and the test helpers say different things.
 """
 

@@ -149,7 +149,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     each plan goes out (the tests restart a switch there)."""
     from tqdm import tqdm
 
-    from innet.p4rt.client import switch_addresses
+    from innet.bmv2.local import switch_addresses
     from innet.p4rt.controller import Controller, SwitchTarget, events_to
     from innet.p4rt.thrift import QueueSetting
     from innet.plan.intent import NetworkIntent

@@ -101,10 +101,10 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
                 capacity_pps: int = 800, queue_depth: int = 100, ecn_threshold: int = 20,
                 seed: int = 0, pcap: bool = False, progress: bool = True,
                 slowdown: float = DEFAULT_SLOWDOWN) -> dict[str, Any]:
+    from innet.bmv2.local import switch_addresses
     from innet.cassini import load_jobs
     from innet.cassini.scheduler import schedule
     from innet.emulation.net import running_network
-    from innet.p4rt.client import switch_addresses
     from innet.p4rt.controller import Controller, SwitchTarget, events_to
     from innet.p4rt.thrift import QueueSetting
     from innet.plan.intent import network_intent

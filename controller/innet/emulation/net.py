@@ -26,14 +26,14 @@ from typing import Any
 
 from innet.bmv2 import launcher
 from innet.bmv2.launcher import BMv2Options
-from innet.errors import InputError
-from innet.p4rt.local import (  # the convention lives with the P4Runtime layer
+from innet.bmv2.local import (  # the convention lives with the BMv2 layer
     SwitchPorts,
     local_switch_ports,
     log_tail,
     reserve_ports,
     wait_for_port,
 )
+from innet.errors import InputError
 from innet.topology import Topology
 
 log = logging.getLogger("innet.emulation")

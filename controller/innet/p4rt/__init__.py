@@ -4,7 +4,8 @@ Modules: entities (table entries, default actions, multicast groups, clone sessi
 name), schema (P4Info, names -> ids, value encodings), managed (what the controller owns in a
 program, handed in from above), encode (entities <-> protobuf), client (one session per
 switch), deploy (read, diff, write the difference), controller (the long-running
-reconciler), thrift (BMv2 queue settings and CLI commands), local (where local BMv2 switches
-listen). innet's program, names and intent are in innet.plan; BMv2 processes start in
-innet.bmv2; the test doubles live in innet.testing.
+reconciler), thrift (BMv2 queue settings and CLI commands). It is handed switch addresses;
+where local BMv2 switches listen is innet.bmv2.local's convention. innet's program, names
+and intent are in innet.plan; BMv2 processes start in innet.bmv2; the test doubles live in
+innet.testing.
 """

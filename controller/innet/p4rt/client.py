@@ -29,7 +29,6 @@ from innet.errors import InputError, NetworkError
 from innet.p4rt import encode
 from innet.p4rt.entities import Entry
 from innet.p4rt.schema import Pipeline, Schema
-from innet.topology import Topology
 
 log = logging.getLogger("innet.p4rt")
 
@@ -385,26 +384,3 @@ class SwitchClient:
             c = e.counter_entry
             out[int(c.index.index)] = (int(c.data.packet_count), int(c.data.byte_count))
         return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Where switches listen
-
-
-def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
-    """Every switch's address, in the topology's order. Remote switches: their grpc,
-    device_id and thrift_port fields. Local (BMv2 on this machine): the convention of
-    `innet.p4rt.local`, the i-th local switch in file order on 127.0.0.1:50051+i with
-    thrift port 9090+i, which the Mininet harness follows too."""
-    from innet.p4rt.local import local_switch_ports
-
-    local = local_switch_ports(topology)
-    out: dict[str, SwitchAddress] = {}
-    for name, sw in topology.switches.items():
-        if sw.grpc is not None:
-            host = sw.grpc.rsplit(":", 1)[0]
-            out[name] = SwitchAddress(name, sw.grpc, sw.device_id, sw.thrift_port, host)
-        else:
-            p = local[name]
-            out[name] = SwitchAddress(name, p.grpc_address, p.device_id, p.thrift_port)
-    return out

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from innet.bmv2 import launcher
 from innet.bmv2.launcher import BMv2Options
+from innet.bmv2.local import free_port, log_tail, wait_for_port
 from innet.p4rt.client import SwitchAddress
-from innet.p4rt.local import free_port, log_tail, wait_for_port
 
 CLONE_NEWNET = 0x40000000
 

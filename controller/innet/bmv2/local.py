@@ -1,9 +1,10 @@
-"""Where local BMv2 switches listen, and waiting for one to come up.
+"""Where local BMv2 switches listen, every switch's address, and waiting for one to come up.
 
-The P4Runtime layer owns this convention (the i-th local switch of a topology, in file order,
+The BMv2 layer owns this convention (the i-th local switch of a topology, in file order,
 serves gRPC on 127.0.0.1:50051+i and thrift on 9090+i) so that `deploy`, `status`, the
-long-running controller and whatever starts the switches (the Mininet harness, the BMv2 test
-helpers) agree on it without the controller importing the emulator.
+long-running controller (all handed the addresses by `switch_addresses`) and whatever starts
+the switches (the Mininet harness, the BMv2 test helpers) agree on it; the P4Runtime layer
+below only gets addresses and knows no convention.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from innet.p4rt.client import SwitchAddress
 from innet.topology import Topology
 
 GRPC_BASE = 50051
@@ -130,3 +132,24 @@ def log_tail(path: Path, lines: int = 15) -> str:
     except OSError:
         return "(no log)"
     return "\n".join(text[-lines:]) or "(empty log)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Where switches listen
+
+
+def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
+    """Every switch's address, in the topology's order. Remote switches: their grpc,
+    device_id and thrift_port fields. Local (BMv2 on this machine): the convention of
+    this module, the i-th local switch in file order on 127.0.0.1:50051+i with
+    thrift port 9090+i, which the Mininet harness follows too."""
+    local = local_switch_ports(topology)
+    out: dict[str, SwitchAddress] = {}
+    for name, sw in topology.switches.items():
+        if sw.grpc is not None:
+            host = sw.grpc.rsplit(":", 1)[0]
+            out[name] = SwitchAddress(name, sw.grpc, sw.device_id, sw.thrift_port, host)
+        else:
+            p = local[name]
+            out[name] = SwitchAddress(name, p.grpc_address, p.device_id, p.thrift_port)
+    return out

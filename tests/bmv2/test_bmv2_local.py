@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from innet.p4rt.local import FREE_PORTS, _port_set, free_port, reserve_ports, wait_for_port
+from innet.bmv2.local import FREE_PORTS, _port_set, free_port, reserve_ports, wait_for_port
 
 
 def test_reserving_ports_merges_with_what_the_list_holds(tmp_path: Path) -> None:
