@@ -71,6 +71,30 @@ def test_bad_captures_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "not a pcap" in capsys.readouterr().err
 
 
+def test_damaged_pcapng_blocks_are_named_not_raised(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A section header block of length 12 (shorter than its own fields) and an interface
+    option whose length runs past its block: one line each, exit 2, no traceback."""
+    import struct
+
+    shb = struct.pack("<II", 0x0A0D0D0A, 12) + struct.pack("<I", 0x1A2B3C4D)
+    short = tmp_path / "short-shb.pcapng"
+    short.write_bytes(shb)
+    assert main(["pcap", "summary", str(short)]) == 2
+    err = capsys.readouterr().err
+    assert "length 12 is not a valid block length" in err and "Traceback" not in err
+    good_shb = struct.pack("<IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+    # an interface block whose if_tsresol option claims 8 bytes where the block has 0
+    body = struct.pack("<HHI", 1, 0, 65535) + struct.pack("<HH", 9, 8)
+    idb = struct.pack("<II", 1, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+    over = tmp_path / "option-past-block.pcapng"
+    over.write_bytes(good_shb + idb)
+    assert main(["pcap", "summary", str(over)]) == 2
+    err = capsys.readouterr().err
+    assert "option 9 (8 bytes) runs past the block" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def _raw_pcap(path: Path, packets: int) -> None:
     """A classic pcap of `packets` identical UDP frames, written with struct (fast)."""
     import struct

@@ -111,13 +111,15 @@ def _pcap(f: BinaryIO, magic: bytes, size: int) -> Iterator[Record]:
         offset += 16 + caplen
 
 
-def _tsresol(options: bytes, order: str) -> float:
+def _tsresol(options: bytes, order: str, where: str) -> float:
     """Seconds per timestamp unit from an interface's if_tsresol option (default 1 us)."""
     pos = 0
     while pos + 4 <= len(options):
         code, length = struct.unpack_from(order + "HH", options, pos)
         if code == 0:
             break
+        if pos + 4 + length > len(options):
+            raise _Damaged(f"{where}: option {code} ({length} bytes) runs past the block")
         if code == 9 and length >= 1:
             v = options[pos + 4]
             return float(2.0 ** -(v & 0x7F)) if v & 0x80 else float(10.0 ** -v)
@@ -150,7 +152,7 @@ def _pcapng(f: BinaryIO, size: int) -> Iterator[Record]:
             btype = struct.unpack(order + "I", raw[:4])[0]
             consumed = 8
         total = struct.unpack(order + "I", raw[4:8])[0]
-        if total < 12 or total % 4 or total > MAX_BLOCK:
+        if total < consumed + 4 or total % 4 or total > MAX_BLOCK:
             raise _Damaged(f"block at byte {offset}: length {total} is not a valid block length")
         if total > size - offset:
             raise _Damaged(f"block at byte {offset}: length {total} runs past the end of the "
@@ -165,7 +167,8 @@ def _pcapng(f: BinaryIO, size: int) -> Iterator[Record]:
             if len(body) < 8:
                 raise _Damaged(f"interface block at byte {offset} is too short")
             linktype, _, snaplen = struct.unpack_from(order + "HHI", body)
-            interfaces.append((linktype, snaplen, _tsresol(body[8:], order)))
+            interfaces.append((linktype, snaplen,
+                               _tsresol(body[8:], order, f"interface block at byte {offset}")))
         elif btype in (6, 2, 3):
             index += 1
             yield _ng_packet(btype, body, order, interfaces, index, offset)

@@ -43,6 +43,7 @@ pytestmark = [
 ]
 
 PIPE = load_pipeline()
+WAIT_S = 60.0  # what a packet may take through a busy machine before the test gives up
 HOSTS = {f"h{i}": (f"10.0.0.{i + 2}", f"08:00:00:00:00:{i + 1:02x}") for i in range(4)}
 WORKERS = ["h1", "h2", "h3"]
 OTHER_PORT = 40000  # plain UDP, not aggregation
@@ -71,6 +72,9 @@ class Net:
         with SwitchClient(self.switch.address, PIPE.schema, writer=False) as c:
             return c.read_counters(name)
 
+    def packets_in(self) -> int:
+        return sum(p for p, _ in self.counters("port_in").values())
+
     def socket(self, host: str, *, receiver: bool = False, port: int = ap.AGG_UDP_PORT,
                tos: int = 0) -> socket.socket:
         with in_netns(self.hosts[host].netns):
@@ -94,9 +98,12 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
             sw.stop()
 
 
-def drain(sock: socket.socket, quiet: float = 0.3) -> list[bytes]:
-    """Everything that arrives until the socket has been silent for `quiet` seconds."""
+def drain(sock: socket.socket, expect: int, quiet: float = 0.3) -> list[bytes]:
+    """The `expect` packets the test knows are coming, however long a busy machine takes,
+    then anything more that follows within `quiet` seconds (which the test then sees)."""
     out = []
+    while len(out) < expect and select.select([sock], [], [], WAIT_S)[0]:
+        out.append(sock.recv(65535))
     while select.select([sock], [], [], quiet)[0]:
         out.append(sock.recv(65535))
     return out
@@ -110,12 +117,18 @@ def vectors() -> dict[str, list[int]]:
 
 def send_round(net: Net, round_: int, order: list[str],
                vecs: dict[str, list[int]]) -> list[ap.AggPacket]:
+    """Each packet is sent once s1 has counted the one before in ingress: BMv2 reads each port
+    in its own thread, so only that keeps the test's order on a busy machine."""
     sent = []
     for h in order:
+        before = net.packets_in()
         with net.socket(h) as s:
             sent.append(ap.send_contribution(net.hosts["h0"].ip, 1, round_, WORKERS.index(h),
                                              vecs[h], sock=s))
-        time.sleep(0.01)  # BMv2 reads each port in its own thread: keep the order
+        deadline = time.monotonic() + WAIT_S
+        while net.packets_in() == before:
+            assert time.monotonic() < deadline, f"s1 never took {h}'s packet"
+            time.sleep(0.005)
     return sent
 
 
@@ -141,7 +154,7 @@ def test_counters_count_packets_and_bytes(net: Net) -> None:
     with net.socket("h0", receiver=True, port=OTHER_PORT) as rx, net.socket("h2") as tx:
         for _ in range(20):
             tx.sendto(payload, (net.hosts["h0"].ip, OTHER_PORT))
-        got = drain(rx)
+        got = drain(rx, 20)
     assert got == [payload] * 20
     frame = 14 + 20 + 8 + len(payload)
     after_in, after_out = net.counters("port_in"), net.counters("port_out")
@@ -155,7 +168,7 @@ def test_a_blue_switch_sends_the_exact_sum_in_one_packet(net: Net) -> None:
     vecs = vectors()
     with net.socket("h0", receiver=True) as rx:
         sent = send_round(net, 1, WORKERS, vecs)
-        got = [ap.decode(p) for p in drain(rx)]
+        got = [ap.decode(p) for p in drain(rx, 1)]
     assert len(got) == 1, got
     (pkt,) = got
     assert pkt.merged and pkt.bitmap == 0b111 and pkt.count == 3 and pkt.chunk == 1
@@ -172,7 +185,7 @@ def test_a_red_switch_passes_the_three_packets_unchanged(net: Net) -> None:
     vecs = vectors()
     with net.socket("h0", receiver=True) as rx:
         sent = send_round(net, 2, WORKERS, vecs)
-        got = [ap.decode(p) for p in drain(rx)]
+        got = [ap.decode(p) for p in drain(rx, 3)]
     assert sorted(got, key=lambda p: p.bitmap) == sent
     assert not any(p.merged for p in got)
     assert all(n == 0 for n, _ in net.counters("agg_events").values())
@@ -183,26 +196,26 @@ def test_a_duplicate_contribution_is_not_added_twice(net: Net) -> None:
     vecs = vectors()
     with net.socket("h0", receiver=True) as rx:
         send_round(net, 3, ["h1", "h1", "h2", "h1", "h3"], vecs)
-        got = [ap.decode(p) for p in drain(rx)]
+        got = [ap.decode(p) for p in drain(rx, 1)]
         assert len(got) == 1 and got[0].count == 3
         assert got[0].values == ap.wrap_sum(vecs.values())
         # a retransmission after the chunk finished gets the stored sum (shadow copy)
         send_round(net, 3, ["h2"], vecs)
-        (again,) = [ap.decode(p) for p in drain(rx)]
+        (again,) = [ap.decode(p) for p in drain(rx, 1)]
         assert again.values == got[0].values and again.flags & ap.FLAG_RESENT
         # the next chunks (the same cell again at chunk 3 + 16) aggregate normally
         for r in (4, 3 + ap.DEFAULT_JOB_SLOTS):
             send_round(net, r, ["h3", "h2", "h1"], vecs)
-            (nxt,) = [ap.decode(p) for p in drain(rx)]
+            (nxt,) = [ap.decode(p) for p in drain(rx, 1)]
             assert (nxt.chunk, nxt.count, nxt.values) == (r, 3, ap.wrap_sum(vecs.values()))
     events = net.counters("agg_events")
     assert [events[i][0] for i in range(6)] == [6, 3, 2, 0, 0, 1]
 
 
-def _receive_tos(sock: socket.socket, quiet: float = 0.5) -> list[int]:
-    """TOS byte of every packet until the socket is quiet."""
+def _receive_tos(sock: socket.socket, expect: int) -> list[int]:
+    """TOS byte of each of the `expect` packets the switch sent, however long they take."""
     out = []
-    while select.select([sock], [], [], quiet)[0]:
+    while len(out) < expect and select.select([sock], [], [], WAIT_S)[0]:
         _, anc, _, _ = sock.recvmsg(2048, socket.CMSG_SPACE(4))
         tos = [data[0] for level, kind, data in anc
                if level == socket.IPPROTO_IP and kind == socket.IP_TOS]
@@ -234,12 +247,21 @@ def test_ce_marks_appear_once_the_queue_rate_is_below_the_offered_load(net: Net)
             for _ in range(200):  # 1,000 packets/s: far below what the switch drains
                 tx.sendto(b"p" * 64, dest)
                 time.sleep(0.001)
-            calm = _receive_tos(rx)
+            calm = _receive_tos(rx, 200)
             assert len(calm) == 200 and all(t & 3 == 2 for t in calm)
             assert net.counters("ecn_marked").get(1, (0, 0))[0] == marked0
             set_queues(net.switch.address, [QueueSetting(rate_pps=500, depth=100, port=1)])
+            out0 = net.counters("port_out").get(1, (0, 0))[0]
             sent = _paced(tx, dest, pps=2000, seconds=1.0)  # four times the queue rate
-            busy = _receive_tos(rx, quiet=1.0)
+            # the queue drains at 500/s (what overflowed it is dropped uncounted): read
+            # exactly what left once port 1 has sent nothing for a second
+            left, last = -1, time.monotonic()
+            while time.monotonic() - last < 1.0:
+                now = net.counters("port_out").get(1, (0, 0))[0] - out0
+                if now != left:
+                    left, last = now, time.monotonic()
+                time.sleep(0.05)
+            busy = _receive_tos(rx, left)
         ce = sum(1 for t in busy if t & 3 == 3)
         marked = net.counters("ecn_marked").get(1, (0, 0))[0] - marked0
         print(f"\nECN: {sent} packets offered at 2000/s to a 500/s queue: {len(busy)} "

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from innet.cassini.fluid import FluidConfig, simulate, single_link
+from innet.cassini.fluid import (
+    MAX_EVENTS,
+    FluidConfig,
+    check_bound,
+    run_bound,
+    simulate,
+    single_link,
+)
 from innet.cassini.geometry import best_shifts
 from innet.cassini.profiles import load_jobs, single_phase_job
 from innet.cassini.scheduler import schedule
@@ -127,3 +134,33 @@ def test_realignment_grid_is_the_common_period_with_partners() -> None:
     for job in capped.jobs:  # a wait is at most 1% of T
         stretch = simulate([a, b], traffic, capacity, {}, FluidConfig(iterations=30))
         assert job.p99_ms <= max(j.p99_ms for j in stretch.jobs) + 0.01 * 300 + 1e-6
+
+
+def test_a_tiny_capacity_is_simulated_exactly() -> None:
+    """--capacity 0.01 is in the documented range: 2,000 Mbit each at 0.005 Gbps takes
+    400 s, plus 50 ms of compute (it raised "does not progress" once)."""
+    a = single_phase_job("a", 100, 50, 50, 40)
+    b = single_phase_job("b", 100, 50, 50, 40)
+    traffic, capacity = single_link([a, b], 0.01)
+    run = simulate([a, b], traffic, capacity, {}, FluidConfig(iterations=3))
+    for job in run.jobs:
+        assert job.iterations_ms == pytest.approx([400_050.0] * 3)
+    bound = run_bound([a, b], traffic, capacity, 3)
+    assert bound.span_ms >= run.duration_ms
+    assert bound.slowest_ms >= 400_050.0
+
+
+def test_runs_past_the_models_limits_are_refused_up_front() -> None:
+    a = single_phase_job("a", 100, 50, 50, 40)
+    b = single_phase_job("b", 100, 50, 50, 40)
+    traffic, capacity = single_link([a, b], 1e-9)  # an iteration would last 127 years
+    with pytest.raises(InputError, match=r"too small to simulate: an iteration of a may last "):
+        simulate([a, b], traffic, capacity, {}, FluidConfig(iterations=3))
+    # a 1 ms job next to one that 0.01 Gbps slows to 400 s: millions of steps
+    fast = single_phase_job("fast", 1, 0.5, 0.5, 0.001)
+    traffic, capacity = single_link([a, fast], 0.01)
+    bound = run_bound([a, fast], traffic, capacity, 20)
+    assert bound.events > MAX_EVENTS
+    with pytest.raises(InputError, match=r"would take up to .* steps .* without --force"):
+        simulate([a, fast], traffic, capacity, {}, FluidConfig(iterations=20))
+    check_bound(bound, FluidConfig(iterations=20, force=True))  # --force lifts the step limit

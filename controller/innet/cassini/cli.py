@@ -162,6 +162,9 @@ def register(sub: Any) -> None:
                     metavar="PCT",
                     help="the agents never wait more than PCT%% of the iteration to re-align "
                          "(default 10)")
+    ev.add_argument("--force", action="store_true",
+                    help="run even when the fluid model's bound is past 2 million steps "
+                         "(about 20 s here); a run past 28 simulated hours is refused anyway")
     ev.add_argument("--candidates", type=_count, default=20,
                     help="candidate placements (with --topology; default 20)")
     _checked_arg(ev)
@@ -413,7 +416,7 @@ def _runs_cluster(args: argparse.Namespace,
 def cmd_evaluate(args: argparse.Namespace) -> int:
     config = FluidConfig(iterations=args.iterations, threshold_kb=args.threshold_kb,
                          realign_pct=args.realign_pct,
-                         realign_budget_pct=args.realign_budget_pct)
+                         realign_budget_pct=args.realign_budget_pct, force=args.force)
     config.check()
     jobs = load_jobs(args.jobs)
     out = Path(args.out)

@@ -40,6 +40,11 @@ from innet.errors import InputError
 
 FloatArray = npt.NDArray[np.float64]
 _EPS = 1e-9
+# Bounds checked before a run (docs/inputs.md): the loop handles about 10^5 events a second
+# here, so 2 x 10^6 is some 20 s; and simulated time past 10^8 ms (28 hours) means a
+# capacity or a rate so small that the clock's relative step (1e-9 of t) eats into phases.
+MAX_EVENTS = 2_000_000
+MAX_SPAN_MS = 1e8
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class FluidConfig:
     packet_bytes: int = 1500
     realign_pct: float | None = None  # None: no agent; 5.0: CASSINI's agents
     realign_budget_pct: float = 100.0  # the longest wait a re-alignment may cost, % of T
+    force: bool = False  # run past MAX_EVENTS (never past MAX_SPAN_MS)
 
     def check(self) -> None:
         if self.iterations < 1:
@@ -199,6 +205,65 @@ def _time_above(q0: float, slope: float, dt: float, threshold: float) -> float:
     return dt if q0 > threshold else 0.0
 
 
+@dataclass(frozen=True)
+class RunBound:
+    """What a run can cost at most, from the input alone: simulated ms and events."""
+
+    span_ms: float
+    events: int
+    slowest: str  # the job whose contended iteration bounds the span
+    slowest_ms: float
+
+
+def run_bound(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]],
+              capacity_gbps: Mapping[str, float], iterations: int) -> RunBound:
+    """Upper bounds, before running: max-min filling gives a job in an Up phase at least
+    min(its Gbps, min over its links of C / (hops of every job on the link)), so its
+    iteration lasts at most its Down time + volume / that rate, plus one re-alignment wait
+    (< T); the run lasts until the slowest has `iterations` + 1 of them. A job iterates at
+    most span / (its fastest iteration) times, and each iteration is one event per segment
+    (and a wait)."""
+    hops_on = {link: sum(per.values()) for link, per in traffic.items()}
+    worst: dict[str, float] = {}
+    events = 0.0
+    for j in jobs:
+        links = [link for link, per in traffic.items() if j.name in per]
+        share = min((float(capacity_gbps[link]) / hops_on[link] for link in links),
+                    default=math.inf)
+        down = sum(seg[1] for seg in _segments(j) if not seg[0])
+        ups = [p for p in j.phases if p.gbps > 0]
+        worst[j.name] = down + sum(p.volume_mbit / min(p.gbps, share) for p in ups) \
+            + j.iteration_ms
+    slowest = max(worst, key=lambda n: worst[n]) if worst else ""
+    span = (iterations + 1) * (worst[slowest] if worst else 0.0)
+    for j in jobs:
+        links = [link for link, per in traffic.items() if j.name in per]
+        alone = min((float(capacity_gbps[link]) / traffic[link][j.name] for link in links),
+                    default=math.inf)
+        down = sum(seg[1] for seg in _segments(j) if not seg[0])
+        fastest = max(_EPS, down + sum(p.volume_mbit / min(p.gbps, alone)
+                                       for p in j.phases if p.gbps > 0))
+        events += (span / fastest + 2) * (len(_segments(j)) + 1)
+    return RunBound(span, int(min(events, 1e18)), slowest, worst.get(slowest, 0.0))
+
+
+def check_bound(bound: RunBound, config: FluidConfig) -> None:
+    """Refuse a run whose clock cannot step or that would run past the machine's patience."""
+    if not bound.span_ms <= MAX_SPAN_MS:
+        raise InputError(f"a capacity or rate too small to simulate: an iteration of "
+                         f"{_elide(bound.slowest)} may last {bound.slowest_ms / 1000:.3g} s, "
+                         f"the run {bound.span_ms / 3.6e6:.3g} h of simulated time (at most "
+                         f"{MAX_SPAN_MS / 3.6e6:.3g}); raise the capacity or lower --iterations")
+    if bound.events > MAX_EVENTS and not config.force:
+        raise InputError(f"the fluid model would take up to {bound.events:.3g} steps "
+                         f"(about {bound.events / 1e5:.0f} s; at most {MAX_EVENTS:.0e} without "
+                         f"--force): lower --iterations or raise the capacity")
+
+
+def _elide(name: str, keep: int = 40) -> str:
+    return name if len(name) <= keep else f"{name[:20]}...{name[-17:]}"
+
+
 def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]],
              capacity_gbps: Mapping[str, float], shifts_ms: Mapping[str, float],
              config: FluidConfig = FluidConfig(), label: str = "") -> FluidResult:
@@ -206,8 +271,12 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
 
     traffic: link -> job -> hops of the job's ring over the link; capacity_gbps: link ->
     Gbps; shifts_ms: job -> ms its first iteration starts after the epoch (missing: 0).
+    Refused up front (InputError) when `run_bound` exceeds the limits.
     """
     config.check()
+    used = {link: per for link, per in traffic.items() if per}
+    bound = run_bound(jobs, used, capacity_gbps, config.iterations)
+    check_bound(bound, config)
     names = [link for link in traffic if traffic[link]]
     index = {link: i for i, link in enumerate(names)}
     capacity = [float(capacity_gbps[link]) for link in names]
@@ -227,11 +296,12 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
     overloaded = [0.0] * len(names)
     t = 0.0
     guard = 0
-    horizon = 1e3 * max(j.iteration_ms for j in jobs) * (config.iterations + 2)
+    horizon = bound.span_ms * 1.01 + 2 * max(j.iteration_ms for j in jobs)
     while any(len(s.times) < config.iterations for s in state):
         guard += 1
-        if t > horizon or guard > 5_000_000:
-            raise RuntimeError("fluid simulation does not progress")
+        if t > horizon or guard > 2 * bound.events + 1000:  # a bound above did not hold
+            raise RuntimeError(f"fluid simulation past its bound (t {t:.6g} of {horizon:.6g} "
+                               f"ms, {guard} of {bound.events} steps)")
         up = [s for s in state if s.seg >= 0 and s.segments[s.seg][0]]
         rates = _max_min(up, capacity) if up else []
         dt = math.inf
@@ -239,8 +309,10 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
             if s.seg < 0 or not s.segments[s.seg][0]:
                 dt = min(dt, s.left)
         for s, r in zip(up, rates, strict=True):
-            if r > _EPS:
+            if r > 0:
                 dt = min(dt, s.left / r)
+        if not math.isfinite(dt):  # every job in an Up phase that gets no rate at all
+            raise RuntimeError("fluid simulation: no job can progress (a zero rate)")
         dt = max(dt, 0.0)
         offered = [0.0] * len(names)
         shares: list[list[tuple[_Job, float]]] = [[] for _ in names]
