@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loads", default="quiet,busy",
                         help="quiet (nothing else running), busy (one core kept busy)")
     parser.add_argument("--out", type=Path, default=None, help="write every run's JSON here")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep each run's folder (logs, plots) as KEEP/LOAD-N")
     args = parser.parse_args(argv)
     topo = str(ROOT / "topologies" / "leafspine24.json")
     jobs = str(ROOT / "examples" / "jobs-4-leafspine.json")
@@ -47,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for r in range(args.runs):
                 with tempfile.TemporaryDirectory() as tmp:
-                    res = run_cassini(topo, jobs, Path(tmp), iterations=args.iterations,
+                    where = args.keep / f"{load}-{r + 1}" if args.keep else Path(tmp)
+                    res = run_cassini(topo, jobs, where, iterations=args.iterations,
                                       progress=False, slowdown=args.slowdown)
                 every.setdefault(load, []).append(res)
                 arms = {a["label"]: a for a in res["runs"]}

@@ -94,3 +94,33 @@ def test_a_late_sender_realigns_on_its_grid_within_the_budget(tmp_path: Path) ->
             assert ((b - origin) * 1000) % 50 == pytest.approx(0, abs=0.5) or \
                 ((b - origin) * 1000) % 50 == pytest.approx(50, abs=0.5)
             assert b - ended <= 0.050 + 1e-3
+
+
+def test_the_acknowledgement_says_when_the_end_reached_the_receivers_kernel(
+        tmp_path: Path) -> None:
+    """The sender's iteration ends when its END arrived (kernel time, one clock for every
+    namespace), not when the receiver got round to answering: a receiver kept busy does not
+    make iterations late."""
+    import socket
+
+    from innet.emulation import agent
+
+    rx = threading.Thread(target=receive, args=(1.5, tmp_path / "rx.json"))
+    rx.start()
+    time.sleep(0.2)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(1.0)
+        before = time.time()
+        end = agent._HEAD.pack(agent.MAGIC, agent.KIND_END, 0, 7, 3, 0, 0)
+        s.sendto(end, ("127.0.0.1", agent.DATA_PORT))
+        first = s.recv(64)
+        time.sleep(0.1)
+        s.sendto(end, ("127.0.0.1", agent.DATA_PORT))  # asked again: the first arrival stays
+        again = s.recv(64)
+        after = time.time()
+    rx.join()
+    head = agent._HEAD.unpack_from(first)
+    assert (head[1], head[3], head[4]) == (agent.KIND_ACK, 7, 3)
+    (arrived,) = agent._ARRIVED.unpack_from(first, agent._HEAD.size)
+    assert before <= arrived <= before + 0.1 and arrived < after
+    assert agent._ARRIVED.unpack_from(again, agent._HEAD.size)[0] == arrived

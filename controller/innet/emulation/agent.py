@@ -33,6 +33,11 @@ DATA_PORT = 50001
 MAGIC = 0x1CA5
 KIND_DATA, KIND_END, KIND_ACK, KIND_ECHO = 0, 1, 2, 3
 _HEAD = struct.Struct("!HBBHIII")  # magic, kind, tos seen, job, iteration, seq, sent packets
+_ARRIVED = struct.Struct("!d")  # after an ACK's header: when the first END arrived (UNIX s)
+# Linux's SO_TIMESTAMPNS (the socket module does not name it): the kernel's receive time of
+# each datagram, as a struct timespec in the ancillary data
+SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
 PAYLOAD_BYTES = 1000
 ECT0 = 0x02
 DRIFT_TOLERANCE = 0.05
@@ -97,10 +102,11 @@ def _sleep_until(t: float) -> None:
 
 
 def _drain(sock: socket.socket, job: int, control: RateControl | None,
-           want_ack: int | None = None) -> bool:
-    """Read what has arrived without waiting: echoes feed the rate control; True when the
-    acknowledgement of iteration `want_ack` is among them."""
-    acked = False
+           want_ack: int | None = None) -> float | None:
+    """Read what has arrived without waiting: echoes feed the rate control. When the
+    acknowledgement of iteration `want_ack` is among them: the time the receiver's kernel
+    took in the iteration's END (math.nan from a receiver that does not say)."""
+    acked: float | None = None
     while True:
         try:
             data = sock.recv(64, socket.MSG_DONTWAIT)
@@ -114,7 +120,8 @@ def _drain(sock: socket.socket, job: int, control: RateControl | None,
         if kind == KIND_ECHO and control is not None:
             control.echo(packets, marked)
         elif kind == KIND_ACK and ait == want_ack:
-            acked = True
+            acked = (_ARRIVED.unpack_from(data, _HEAD.size)[0]
+                     if len(data) >= _HEAD.size + _ARRIVED.size else math.nan)
 
 
 def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms: float,
@@ -175,20 +182,26 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
                 due += 1.0 / (ph.pps * rate)
         # the end of communication: wait for the receiver's acknowledgement of this iteration
         ack_time = None
+        arrived: float | None = None
         asked = time.time()
         deadline = asked + max(1.0, 2 * period)
         while ack_time is None and time.time() < deadline:
             sock.sendto(_HEAD.pack(MAGIC, KIND_END, 0, job, i, seq, sent), (dest, port))
             wait_until = time.time() + 0.05
             while ack_time is None and time.time() < wait_until:
-                if _drain(sock, job, control, want_ack=i):
+                arrived = _drain(sock, job, control, want_ack=i)
+                if arrived is not None:
                     ack_time = time.time()
                 else:
                     time.sleep(0.001)
-        # the communication is over when the data has arrived: the acknowledgement less the
-        # round trip of an empty network (the least seen), so the agent's own round trip does
-        # not make every iteration late, while queueing in the switches does
-        if ack_time is not None:
+        # the communication is over when the data has arrived: when the END behind it reached
+        # the receiver's kernel (one clock: the hosts are namespaces of one machine), so
+        # neither the receiver's scheduling nor the acknowledgement's way back makes an
+        # iteration late, while queueing in the switches does; from an older receiver, the
+        # acknowledgement less the least round trip seen
+        if ack_time is not None and arrived is not None and math.isfinite(arrived):
+            delivered = arrived
+        elif ack_time is not None:
             min_rtt = min(min_rtt, ack_time - asked)
             delivered = ack_time - min_rtt
         else:
@@ -226,19 +239,22 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT,
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
     packets: dict[int, int] = defaultdict(int)
     ce: dict[int, int] = defaultdict(int)
     per_iter: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
     unechoed: dict[tuple[Any, int], list[int]] = defaultdict(lambda: [0, 0])
+    ended: dict[tuple[Any, int, int], float] = {}  # (sender, job, iteration) -> first END
+    ancillary = socket.CMSG_SPACE(4) + socket.CMSG_SPACE(_TIMESPEC.size)
     deadline = time.time() + duration_s
     last: float | None = None
     while time.time() < deadline:
         if idle_s is not None and last is not None and time.time() - last > idle_s:
             break
         try:
-            data, anc, _, addr = sock.recvmsg(2048, socket.CMSG_SPACE(4))
+            data, anc, _, addr = sock.recvmsg(2048, ancillary)
         except TimeoutError:
             continue
         last = time.time()
@@ -248,7 +264,8 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT,
         if magic != MAGIC:
             continue
         if kind == KIND_END:
-            sock.sendto(_HEAD.pack(MAGIC, KIND_ACK, 0, job, it, 0, 0), addr)
+            at = ended.setdefault((addr, job, it), _kernel_time(anc) or last)
+            sock.sendto(_HEAD.pack(MAGIC, KIND_ACK, 0, job, it, 0, 0) + _ARRIVED.pack(at), addr)
             continue
         tos = 0
         for level, ctype, cdata in anc:
@@ -275,6 +292,15 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT,
     }
     out.write_text(json.dumps(result))
     return result
+
+
+def _kernel_time(anc: list[tuple[int, int, bytes]]) -> float | None:
+    """The kernel's receive time of a datagram (SO_TIMESTAMPNS), None when absent."""
+    for level, ctype, cdata in anc:
+        if level == socket.SOL_SOCKET and ctype == SO_TIMESTAMPNS and len(cdata) >= 16:
+            sec, nsec = _TIMESPEC.unpack_from(cdata)
+            return float(sec + nsec * 1e-9)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
