@@ -191,7 +191,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c 'import controller, pytest, p4runtime_sh, mininet' >/dev/null 2>&1 \
+if ! .venv/bin/python -c 'import innet, pytest, p4runtime_sh, mininet' >/dev/null 2>&1 \
     || [ pyproject.toml -nt .venv/.innet-installed ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'

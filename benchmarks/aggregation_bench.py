@@ -21,17 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from innet import aggpacket as ap
+from innet.emulation.aggregation import run_aggregation
+from innet.p4rt.deploy import deploy
+from innet.plan import intent as it
+from innet.plan.pipeline import load_pipeline
+from innet.table import format_table
+from innet.testing.bmv2 import host_namespaces, in_netns, missing_tools, start_switch
+from innet.topology import topology_from_dict
 
-from controller import aggpacket as ap  # noqa: E402
-from controller.emulation.aggregation import run_aggregation  # noqa: E402
-from controller.p4rt import intent as it  # noqa: E402
-from controller.p4rt.bmv2 import host_namespaces, in_netns, missing_tools, start_switch  # noqa: E402
-from controller.p4rt.deploy import deploy  # noqa: E402
-from controller.p4rt.schema import load_pipeline  # noqa: E402
-from controller.table import format_table  # noqa: E402
-from controller.topology import topology_from_dict  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PORT = 40000
 

@@ -18,19 +18,17 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from innet.cassini.geometry import best_shifts
+from innet.cassini.profiles import load_jobs, zoo_job
+from innet.cassini.scheduler import schedule
+from innet.table import format_table
+from innet.topology import load_topology
 
-from controller.cassini.geometry import best_shifts  # noqa: E402
-from controller.cassini.profiles import load_jobs, zoo_job  # noqa: E402
-from controller.cassini.scheduler import schedule  # noqa: E402
-from controller.table import format_table  # noqa: E402
-from controller.topology import load_topology  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def timed(fn: Callable[[], object], repeat: int) -> list[float]:

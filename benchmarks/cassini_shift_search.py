@@ -13,20 +13,18 @@ docs/cassini-planner.md: the running jobs' own collisions stay whatever the shif
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from innet.cassini.fluid import FluidConfig, simulate_parts
+from innet.cassini.profiles import load_jobs
+from innet.cassini.scheduler import schedule
+from innet.cassini.sweep import draw_pinned
+from innet.table import format_table
+from innet.topology import load_topology
 
-from controller.cassini.fluid import FluidConfig, simulate_parts  # noqa: E402
-from controller.cassini.profiles import load_jobs  # noqa: E402
-from controller.cassini.scheduler import schedule  # noqa: E402
-from controller.cassini.sweep import draw_pinned  # noqa: E402
-from controller.table import format_table  # noqa: E402
-from controller.topology import load_topology  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:

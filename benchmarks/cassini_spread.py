@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from controller.emulation.cassini_run import DEFAULT_SLOWDOWN, run_cassini
+from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, run_cassini
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,15 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from innet.p4rt.client import SwitchClient
+from innet.p4rt.deploy import deploy
+from innet.plan.intent import derive, workload_from_dict
+from innet.plan.pipeline import load_pipeline
+from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
+from innet.topology import load_topology
 
-from controller.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch  # noqa: E402
-from controller.p4rt.client import SwitchClient  # noqa: E402
-from controller.p4rt.deploy import deploy  # noqa: E402
-from controller.p4rt.intent import derive, workload_from_dict  # noqa: E402
-from controller.p4rt.schema import load_pipeline  # noqa: E402
-from controller.topology import load_topology  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TARGET_FIRST, TARGET_AGAIN = 3.0, 0.5
 

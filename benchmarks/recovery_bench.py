@@ -28,24 +28,25 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from innet.p4rt import entities as en
+from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
+from innet.p4rt.encode import normalise
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
+from innet.testing.bmv2 import BMv2Switch, missing_tools, start_switch
+from innet.topology import load_topology
 
-from controller.p4rt import intent as it  # noqa: E402
-from controller.p4rt.bmv2 import BMv2Switch, missing_tools, start_switch  # noqa: E402
-from controller.p4rt.client import SwitchAddress, SwitchClient, SwitchError  # noqa: E402
-from controller.p4rt.encode import normalise  # noqa: E402
-from controller.p4rt.schema import load_pipeline  # noqa: E402
-from controller.topology import load_topology  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PIPE = load_pipeline()
 
 
-def holds(address: SwitchAddress, want: set[it.Entry]) -> bool:
+def holds(address: SwitchAddress, want: set[en.Entry]) -> bool:
     try:
         with SwitchClient(address, PIPE.schema, writer=False) as c:
             return (c.pipeline_cookie() == PIPE.cookie
-                    and set(c.read_entries(it.MANAGED_TABLES, it.DEFAULT_TABLES)) == want)
+                    and set(c.read_entries(pg.MANAGED_TABLES, pg.DEFAULT_TABLES)) == want)
     except SwitchError:
         return False
 
@@ -102,7 +103,7 @@ def main() -> int:
             (run / "workload.json").write_text(json.dumps(workload))
             log = (run / "controller.log").open("wb")
             ctl = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli", "controller", "run", "--topology",
+                [sys.executable, "-m", "innet.cli", "controller", "run", "--topology",
                  str(run / "topo.json"), "--workload", str(run / "workload.json"), "-k",
                  str(args.k)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
             if wait_until(lambda: all(holds(switches[n].address, want[n]) for n in switches),

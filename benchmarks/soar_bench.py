@@ -15,10 +15,10 @@ import argparse
 import time
 import tracemalloc
 
-from controller.soar.generate import binary_tree
-from controller.soar.reference import reference_optimum
-from controller.soar.solver import solve
-from controller.table import format_table
+from innet.soar.generate import binary_tree
+from innet.soar.reference import reference_optimum
+from innet.soar.solver import solve
+from innet.table import format_table
 
 FULL_N = [256, 1024, 2048, 8192, 65536]
 FULL_K = [4, 16, 128, 1024]

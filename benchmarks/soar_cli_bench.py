@@ -22,12 +22,12 @@ from pathlib import Path
 
 from soar_bench import best_time  # this folder is on sys.path when run as a script
 
-from controller.soar.model import load_tree
-from controller.soar.solver import solve
-from controller.table import format_table
+from innet.soar.model import load_tree
+from innet.soar.solver import solve
+from innet.table import format_table
 
 _SCRIPT = Path(sys.executable).parent / "innet"  # the console script a user runs
-INNET = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "controller.cli"]
+INNET = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "innet.cli"]
 
 
 def main() -> None:

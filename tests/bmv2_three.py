@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller import aggpacket as ap
-from controller.p4rt.bmv2 import BMv2Switch, host_namespaces, in_netns, start_switch, veth_links
-from controller.topology import Topology, topology_from_dict
+from innet import aggpacket as ap
+from innet.testing.bmv2 import BMv2Switch, host_namespaces, in_netns, start_switch, veth_links
+from innet.topology import Topology, topology_from_dict
 
 HOSTS = {f"h{i}": (f"10.0.0.{i + 2}", f"08:00:00:00:00:{i + 1:02x}") for i in range(5)}
 WORKERS = ["h1", "h2", "h3", "h4"]

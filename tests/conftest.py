@@ -1,8 +1,6 @@
 import os
-import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,10 +18,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         report.longrepr = (f"INNET_REQUIRE_P4=1, so this test may not skip; it would have "
                            f"skipped because: {reason}")
-
-
-# tests import their oracles and helpers from this folder (soar_oracle.py, ...)
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture

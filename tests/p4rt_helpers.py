@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from controller.p4rt.client import SwitchAddress
-from controller.p4rt.fake_server import FakeP4RuntimeServer
+from innet.p4rt.client import SwitchAddress
+from innet.testing.fake_server import FakeP4RuntimeServer
 
 
 def fake_addresses(srv: FakeP4RuntimeServer, names: Sequence[str]) -> dict[str, SwitchAddress]:

@@ -1,4 +1,4 @@
-"""The protocol's state machines (controller/aggproto.py) through a simulated lossy network.
+"""The protocol's state machines (controller/innet/aggproto.py) through a simulated lossy network.
 
 An independent oracle: the exact per-chunk sum computed here from the workers' vectors. The
 network drops, duplicates (some copies very late, after the slot was reused) and reorders
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller import aggpacket as ap
-from controller.aggproto import (
+from innet import aggpacket as ap
+from innet.aggproto import (
     Destination,
     JobEntry,
     SwitchModel,

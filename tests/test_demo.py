@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from innet.cli import main
 
 
 def test_demo_without_emulation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

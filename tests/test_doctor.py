@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from controller import doctor
+from innet import doctor
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # an interpreter that sees none of innet's dependencies: isolated (-I), no site-packages (-S)
 BARE = [sys.executable, "-I", "-S", "-c",
-        f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-        "from controller.doctor import main; sys.exit(main())"]
+        f"import sys; sys.path.insert(0, {str(ROOT / 'controller')!r}); "
+        "from innet.doctor import main; sys.exit(main())"]
 
 
 def _bare_doctor(*args: str, path: str) -> tuple[int, str]:
@@ -99,7 +99,7 @@ def test_this_machine_report_is_consistent_with_exit_status(capsys: pytest.Captu
     """In CI (INNET_REQUIRE_P4=1) the machine set up by ./setup.sh must be ready."""
     import os
 
-    from controller.cli import main
+    from innet.cli import main
 
     status = main(["doctor", "--json"])
     report = json.loads(capsys.readouterr().out)
@@ -113,7 +113,7 @@ def test_mnexec_that_cannot_make_a_namespace_is_refused_not_hung(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a chroot whose / is no mount point, `mnexec -n` fails and Mininet would wait for a
     dead shell's prompt forever: the harness must refuse up front with mnexec's words."""
-    from controller.emulation.net import mnexec_namespace_problem
+    from innet.emulation.net import mnexec_namespace_problem
 
     fake = tmp_path / "mnexec"
     fake.write_text("#!/bin/sh\necho 'remount: Invalid argument' >&2\nexit 1\n")

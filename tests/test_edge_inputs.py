@@ -5,7 +5,7 @@ Property-based (hypothesis): command-line numbers (0, negative, NaN, inf, huge, 
 output paths (a file where a folder is wanted and the reverse, missing or impossible places,
 plot names without an image extension), mutated instance, topology, jobs and workload files
 (loads beyond 64 bits, rates that would make a cost infinite, BMv2's reserved ports, ...) and
-captures with corrupt record lengths. Commands run in-process through `controller.cli.main`.
+captures with corrupt record lengths. Commands run in-process through `innet.cli.main`.
 A plan that is accepted is checked against the exhaustive oracle, so big loads cannot give a
 wrong "optimal" plan.
 
@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from soar_oracle import RawInstance, exhaustive
 
-from controller.cli import build_parser, main
+from innet.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 BT15 = str(ROOT / "topologies" / "bt15.json")
@@ -561,7 +561,7 @@ def test_random_argv_never_tracebacks() -> None:
 def test_deploy_and_status_json_against_a_p4runtime_server(tmp_path: Path) -> None:
     """The two commands that talk to switches: one JSON document each, same names as the
     human output (against the in-process P4Runtime server that checks every request)."""
-    from controller.p4rt.fake_server import FakeP4RuntimeServer
+    from innet.testing.fake_server import FakeP4RuntimeServer
 
     topo = json.loads(Path(BT15).read_text())
     names = list(topo["switches"])
@@ -589,7 +589,7 @@ def test_demo_json_keeps_progress_off_stdout(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """demo prints sections as it goes; with --json they go to stderr and stdout holds one
     document. (The demo itself is exercised by test_demo.py; here only its --json mode.)"""
-    from controller import demo
+    from innet import demo
 
     def fake(args: Any) -> tuple[Path, list[str], list[str]]:
         print("== SOAR ==")
@@ -606,8 +606,8 @@ def test_demo_json_keeps_progress_off_stdout(tmp_path: Path,
 def test_run_json_is_one_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`innet run ... --json` shapes the experiments' results (which need BMv2 and root and
     are run by test_emulation_bmv2.py) into one strict document."""
-    from controller.emulation import aggregation, cassini_run
-    from controller.emulation import cli as emulation_cli
+    from innet.emulation import aggregation, cassini_run
+    from innet.emulation import cli as emulation_cli
 
     monkeypatch.setattr(emulation_cli, "_check_environment", lambda: None)
     run_ = aggregation.StrategyRun("soar", 4, ("s4",), 5, 28.0, 28.0, True, 12, {"s4": 5},

@@ -1,7 +1,9 @@
-"""ruff and mypy stay clean: run them as part of the suite so CI holds the line."""
+"""ruff, mypy and the import contracts stay clean: run them as part of the suite so CI holds
+the line."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -32,3 +34,20 @@ def test_ruff_is_clean() -> None:
 def test_mypy_is_clean() -> None:
     result = subprocess.run([_tool("mypy")], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_import_contracts_hold() -> None:
+    """The layers and the forbidden imports of pyproject.toml's [tool.importlinter]."""
+    result = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_switch_client_does_not_load_the_solver() -> None:
+    code = ("import json, sys, innet.p4rt.client; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('innet.'))))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, check=True)
+    loaded = set(json.loads(result.stdout))
+    assert "innet.p4rt.client" in loaded
+    assert not {m for m in loaded if m.startswith(("innet.soar", "innet.plan",
+                                                   "innet.emulation"))}, loaded

@@ -10,8 +10,8 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 from scapy.utils import PcapNgWriter, PcapWriter
 
-from controller.cli import main
-from controller.pcap import summarise
+from innet.cli import main
+from innet.pcap import summarise
 
 
 def write_capture(path: Path, ng: bool = False) -> None:

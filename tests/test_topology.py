@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from controller.cli import main
-from controller.errors import InputError
-from controller.topogen import binary_tree_topology, fat_tree_topology, leaf_spine_topology
-from controller.topology import load_topology, topology_from_dict
+from innet.cli import main
+from innet.errors import InputError
+from innet.topogen import binary_tree_topology, fat_tree_topology, leaf_spine_topology
+from innet.topology import load_topology, topology_from_dict
 
 SHIPPED = Path(__file__).resolve().parent.parent / "topologies"
 

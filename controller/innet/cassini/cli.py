@@ -1,0 +1,647 @@
+"""`innet cassini ...`: score a link, plan a cluster, evaluate, extract profiles from captures."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from innet.argtypes import SEED, float_in, int_in, positive_float
+from innet.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
+from innet.cassini.geometry import (
+    DEFAULT_PRECISION_DEG,
+    best_shifts,
+    check_capacity,
+    check_precision,
+    unified_circle,
+)
+from innet.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
+from innet.cassini.scheduler import ClusterPlan, Schedule, schedule
+from innet.errors import InputError
+from innet.jsonout import dumps, print_json
+from innet.outpaths import output_dir, output_file
+from innet.table import format_table
+from innet.topology import load_topology
+
+JOBS_FORMAT = """\
+A jobs file (JSON; YAML with PyYAML installed):
+
+  {"jobs": [
+    {"name": "a", "iteration_ms": 200, "gpus": 2,
+     "phases": [{"start_ms": 0, "duration_ms": 80, "gbps": 40}]},
+    {"name": "b", "model": "VGG19"},
+    {"name": "c", "iteration_ms": 100, "demand_gbps": [0, 0, 30, 30]}]}
+
+phases are the Up (communication) phases of one iteration: they start start_ms after the
+iteration starts, last duration_ms and want gbps; the gaps are compute (no traffic).
+demand_gbps is a sampled curve instead: one value per equal slice of the iteration.
+model takes the profile from the model zoo (`innet cassini zoo`; illustrative numbers).
+gpus (default: the model's, else 2) is what a job asks of the scheduler; hosts pins a job
+that already runs; waited_ms and work_ms feed the fairness (jobs that waited longest
+relative to their work get GPUs first)."""
+
+SCORE_HELP = """\
+The compatibility score of jobs sharing a link of capacity C is
+  1 - mean over the unified circle of max(0, demand(t) - C) / C,
+with each job's demand rolled around a circle of its iteration time (jobs with different
+iteration times share a circle of their LCM). 1: the jobs never ask for more than the link
+carries; lower: they collide (it can go below 0). A shift of s ms means the job's traffic
+(its iteration) starts s ms after the common epoch; the first job is at 0."""
+
+
+MIN_PRECISION_DEG = 0.001  # 360,000 steps per iteration: finer is noise, and slow
+_precision_range = float_in(MIN_PRECISION_DEG, 360.0)
+
+
+def _precision(text: str) -> float:
+    try:
+        return check_precision(_precision_range(text))
+    except (argparse.ArgumentTypeError, InputError) as exc:
+        raise argparse.ArgumentTypeError(f"precision must be a number of degrees in "
+                                         f"[{MIN_PRECISION_DEG:g}, 360], got {text!r}") from exc
+
+
+def _prefix(text: str) -> str:
+    """A file name prefix: it must not lead out of --out."""
+    if "/" in text or "\\" in text or text in (".", ".."):
+        raise argparse.ArgumentTypeError(f"a file name prefix has no folder in it, got {text!r} "
+                                         "(use --out for the folder)")
+    return text
+
+
+def _ipv4(text: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an IPv4 address, got {text!r}") from None
+
+
+_positive = positive_float
+_count = int_in(1, 10_000)  # candidates, iterations: 10,000 is minutes already
+_MAX_GPUS = 1024
+
+
+def register(sub: Any) -> None:
+    cas = sub.add_parser(
+        "cassini",
+        help="when each ML job communicates: link compatibility, time shifts, placement",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=("CASSINI places training jobs and shifts their start times so that jobs "
+                     "sharing a link take turns communicating.\n\n" + SCORE_HELP),
+    )
+    csub = cas.add_subparsers(dest="cassini_command", metavar="SUBCOMMAND", required=True)
+
+    link = csub.add_parser(
+        "link", help="best shifts for jobs that share one link",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="All jobs of the file share one link: find the shifts that interleave "
+                    "them best.\n\n" + SCORE_HELP + "\n\n" + JOBS_FORMAT)
+    link.add_argument("jobs", metavar="JOBS.json", help="the jobs file (format below)")
+    link.add_argument("--capacity", type=_positive, required=True, metavar="GBPS",
+                      help="the link's capacity in Gbps (e.g. 50)")
+    _geometry_args(link)
+    link.add_argument("--json", action="store_true",
+                      help='print {"score", "shifts_ms": {job: ms}, "period_ms"}')
+    link.set_defaults(func=cmd_link)
+
+    plan = csub.add_parser(
+        "plan", help="place jobs on a topology and shift them (Themis-like base + CASSINI)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="A Themis-like base proposes candidate placements of equal fairness "
+                    "(jobs\nfurthest behind get GPUs first, each in the tightest rack that "
+                    "holds it);\nCASSINI scores each by the mean compatibility of the links "
+                    "it shares\nbetween jobs, drops those whose per-link shifts contradict "
+                    "each other\naround a loop, keeps the best and gives each job its shift. "
+                    "Jobs spanning\nhosts run a ring all-reduce over shortest paths.\n\n"
+                    + SCORE_HELP + "\n\n" + JOBS_FORMAT)
+    _cluster_args(plan, required=True)
+    plan.add_argument("--json", action="store_true",
+                      help="print the plan: placement, shifts_ms, shared_links, routes, ...")
+    plan.set_defaults(func=cmd_plan)
+
+    ev = csub.add_parser(
+        "evaluate", help="fluid evaluation: base vs base + CASSINI, table and plots",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the jobs in a fluid model (no packets): Up phases that exceed a "
+                    "link's capacity\nshare it max-min fairly and stretch; marks count the "
+                    "volume a link sends while\nits queue (fed by the offered demand) is "
+                    "above a threshold, in 1500-byte packets.\nWith --capacity all jobs "
+                    "share one link: no shifts vs CASSINI's shifts. With\n--topology: the "
+                    "base's placement without shifts, the same with CASSINI's shifts,\nand "
+                    "CASSINI's placement with its shifts. Writes to --out a CDF of iteration "
+                    "times\n(PREFIXcdf.png), a polar plot of a link's circle before and after "
+                    "the shifts\n(PREFIXcircle.png) and the figures (PREFIXsummary.json).")
+    ev.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
+    where = ev.add_mutually_exclusive_group(required=True)
+    where.add_argument("--capacity", type=_positive, metavar="GBPS",
+                       help="all jobs share one link of this many Gbps (give this or "
+                            "--topology; no default)")
+    where.add_argument("--topology", metavar="TOPO.json",
+                       help="place the jobs on this topology, e.g. topologies/leafspine24.json "
+                            "(give this or --capacity; no default)")
+    ev.add_argument("--out", type=output_dir, required=True, metavar="DIR",
+                    help="directory for the plots (created if missing; required)")
+    ev.add_argument("--prefix", type=_prefix,
+                    help="file name prefix (default: cassini-<jobs file name>-)")
+    ev.add_argument("--iterations", type=_count, default=100,
+                    help="iterations measured per job (default 100)")
+    ev.add_argument("--threshold-kb", type=_positive, default=100.0,
+                    help="queue depth above which the link marks, KB (default 100)")
+    ev.add_argument("--realign-pct", type=float_in(0, 100, low_open=True), default=None,
+                    metavar="PCT",
+                    help="model CASSINI's agents: a job later than the grid of its "
+                         "interleaving by more than PCT%% of its iteration waits for the "
+                         "grid's next point (default: off)")
+    ev.add_argument("--realign-budget-pct", type=float_in(0, 100, low_open=True), default=10.0,
+                    metavar="PCT",
+                    help="the agents never wait more than PCT%% of the iteration to re-align "
+                         "(default 10)")
+    ev.add_argument("--force", action="store_true",
+                    help="run even when the fluid model's bound is past 2 million steps "
+                         "(about 20 s here); a run past 28 simulated hours is refused anyway")
+    ev.add_argument("--candidates", type=_count, default=20,
+                    help="candidate placements (with --topology; default 20)")
+    _checked_arg(ev)
+    _geometry_args(ev)
+    ev.add_argument("--json", action="store_true",
+                    help='print the figures: {"unit", "runs": [{"label", "score", "mean", '
+                         '"p99", "marks", "realignments", "jobs"}], "gain": {"mean", "p99", '
+                         '"marks_ratio" (null when CASSINI leaves no marks but the base has '
+                         'some)}, "plots", ...}')
+    ev.set_defaults(func=cmd_evaluate)
+
+    sw = csub.add_parser(
+        "sweep", help="random placements of the running jobs: is CASSINI better in every one?",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The jobs with hosts in --jobs are already running. Draw their servers "
+                    "at random\n--draws times (distinct GPU slots, uniformly over the "
+                    "cluster); in every draw the\nbase places the other jobs and CASSINI "
+                    "plans, and the fluid model runs three arms:\nthe base's placement "
+                    "without shifts, the same with CASSINI's shifts, and CASSINI's\nplan. "
+                    "Prints the per-draw table and the summary: geometric means of base /\n"
+                    "CASSINI (above 1: CASSINI faster) for mean and p99 iteration time, in ms "
+                    "and as a\nslowdown (iteration time / the job's own), marks in total, and "
+                    "the draws where\nCASSINI is worse than the base by more than 1% in any "
+                    "of them. Writes sweep.json,\nsweep.txt (the table) and sweep-cdf.png to "
+                    "--out.")
+    _cluster_args(sw, required=True)
+    sw.add_argument("--draws", type=_count, default=40, help="random draws (default 40)")
+    sw.add_argument("--iterations", type=_count, default=40,
+                    help="iterations measured per job and arm (default 40)")
+    sw.add_argument("--out", type=output_dir, metavar="DIR",
+                    help="directory for sweep.json, sweep.txt and sweep-cdf.png "
+                         "(default runs/cassini-sweep-DATE)")
+    sw.add_argument("--json", action="store_true",
+                    help='print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
+                         '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')
+    sw.set_defaults(func=cmd_sweep)
+
+    prof = csub.add_parser(
+        "profile", help="a job profile from a packet capture of its traffic",
+        description="Read a capture of one job's traffic (pcap or pcapng, streamed: it may be "
+                    "larger than memory), find the iteration time by autocorrelation and "
+                    "average the demand per time bin over the iterations. Prints a summary; "
+                    "-o writes a jobs file the other commands read.")
+    prof.add_argument("capture", metavar="CAPTURE.pcap", help="the capture (pcap or pcapng)")
+    prof.add_argument("--bin-ms", type=float_in(0.001, 60_000, low_open=False), default=1.0,
+                      help="time bin in ms, 0.001 to 60000 (default 1)")
+    prof.add_argument("--host", type=_ipv4, metavar="IPv4",
+                      help="only packets from or to this address (default: all packets)")
+    prof.add_argument("--name", help="job name (default: the capture's file name)")
+    prof.add_argument("--gpus", type=int_in(1, _MAX_GPUS), default=2,
+                      help="gpus of the job (default 2)")
+    prof.add_argument("--min-period-ms", type=_positive, default=None,
+                      help="shortest iteration time to consider (default: 2 bins)")
+    prof.add_argument("--max-period-ms", type=_positive, default=None,
+                      help="longest iteration time to consider (default: half the capture)")
+    prof.add_argument("-o", "--output", type=output_file(), metavar="JOBS.json",
+                      help="write a jobs file (default: write nothing)")
+    prof.add_argument("--json", action="store_true",
+                      help='print {"period_ms", "confidence", "iterations", "packets", '
+                           '"bytes", "bin_ms", "job"}')
+    prof.set_defaults(func=cmd_profile)
+
+    zoo = csub.add_parser("zoo", help="the shipped model profiles (illustrative)",
+                          description="The 13 models of the paper with illustrative profiles "
+                                      "and the assumptions behind them.")
+    zoo.add_argument("--json", action="store_true",
+                     help='print {"assumptions", "models": {name: {"iteration_ms", "gpus", '
+                          '"parallelism", "phases"}}}')
+    zoo.set_defaults(func=cmd_zoo)
+
+
+def _geometry_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision-deg", type=_precision, default=DEFAULT_PRECISION_DEG,
+                   metavar="D", help="angle step of the shift search, in degrees of the "
+                                     "shortest iteration (default 5: 72 steps)")
+    p.add_argument("--seed", type=SEED, default=0,
+                   help="seed of the search's random restarts and of the candidates")
+
+
+def _cluster_args(p: argparse.ArgumentParser, *, required: bool) -> None:
+    p.add_argument("--topology", required=required, metavar="TOPO.json",
+                   help="hosts (with gpus), switches and links with Mbps")
+    p.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
+    p.add_argument("--candidates", type=_count, default=20,
+                   help="candidate placements the base proposes (default 20)")
+    _geometry_args(p)
+    _checked_arg(p)
+
+
+def _checked_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checked", type=int_in(0, 10_000), default=20,
+                   help="candidates CASSINI runs in the fluid model (with and without its "
+                        "shifts) before choosing; it keeps the base's placement when none "
+                        "beats it. 0: the paper's ranking by mean link score alone "
+                        "(default 20)")
+
+
+def _warn(messages: Sequence[str]) -> None:
+    for message in messages:
+        print(f"innet: warning: {message}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------ link
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    jobs = load_jobs(args.jobs)
+    solution = best_shifts(jobs, check_capacity(args.capacity),
+                           precision_deg=args.precision_deg, seed=args.seed)
+    if solution.circle.warning:
+        _warn([solution.circle.warning])
+    if args.json:
+        print_json({"score": solution.score, "shifts_ms": solution.shift_map(),
+                    "period_ms": solution.circle.period_ms})
+        return 0
+    circle = solution.circle
+    print(f"{len(jobs)} jobs on one {args.capacity:g} Gbps link; unified circle "
+          f"{circle.period_ms:g} ms, step {circle.step_ms:.3g} ms ({args.precision_deg:g} "
+          f"degrees of the shortest iteration), {solution.method} search")
+    rows = [[j.name, j.model or "-", j.iteration_ms, j.peak_gbps, round(100 * j.comm_fraction),
+             s, 360.0 * s / p]
+            for j, s, p in zip(jobs, solution.shifts_ms, circle.periods_ms, strict=True)]
+    print(format_table(["job", "model", "iteration (ms)", "peak Gbps", "Up %", "shift (ms)",
+                        "shift (deg)"], rows, digits=1))
+    print(f"score without shifts: {solution.score_unshifted:.3f}   with the shifts: "
+          f"{solution.score:.3f}   (1 = never above capacity)")
+    return 0
+
+
+# ------------------------------------------------------------------------------------ plan
+
+
+def _schedule(args: argparse.Namespace) -> tuple[Schedule, Any, tuple[JobProfile, ...]]:
+    topo = load_topology(args.topology)
+    jobs = load_jobs(args.jobs)
+    progress = None
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=args.candidates, desc="scoring candidates", unit="placement",
+                   disable=None, leave=False)
+        progress = lambda _i: bar.update(1)  # noqa: E731
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        bar = None
+    try:
+        result = schedule(topo, jobs, candidates=args.candidates, seed=args.seed,
+                          precision_deg=args.precision_deg, progress=progress,
+                          checked=args.checked)
+    finally:
+        if bar is not None:
+            bar.close()
+    return result, topo, jobs
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    result, topo, jobs = _schedule(args)
+    plan = result.cassini
+    _warn(plan.warnings)
+    if args.json:
+        print_json(plan.to_dict())
+        return 0
+    gpus = sum(h.gpus for h in topo.hosts.values())
+    print(f"topology {topo.name}: {len(topo.hosts)} hosts, {gpus} GPUs; {len(jobs)} jobs "
+          f"asking for {sum(j.gpus for j in jobs)} GPUs")
+    base = result.base
+    print(f"{len(plan.candidates)} candidate placements; the base's own (#0) scores "
+          f"{base.score:.3f} without shifts. CASSINI keeps #{plan.candidate}: score "
+          f"{plan.score:.3f}, {len(plan.shared_links())} shared links, {plan.loops} loop(s), "
+          f"{len(plan.conflicts)} conflict(s)")
+    print()
+    rows = [[j.name, j.model or "-", j.gpus, ",".join(plan.placement[j.name]),
+             plan.shifts_ms[j.name]] for j in plan.jobs]
+    print(format_table(["job", "model", "gpus", "hosts", "shift (ms)"], rows, digits=1))
+    if plan.shared:
+        print()
+        rows = [[" ".join(s.links), ",".join(s.jobs), s.score_unshifted, s.score_best, s.score]
+                for s in plan.shared]
+        print(format_table(["shared link(s)", "jobs", "no shifts", "best", "plan"], rows))
+    else:
+        print("\nno link carries two jobs: nothing to interleave")
+    print()
+    rows = [[c.index, c.score, c.achieved, c.shared_links, c.loops, c.conflicts]
+            for c in plan.candidates]
+    print(format_table(["candidate", "score", "at shifts", "shared links", "loops",
+                        "conflicts"], rows))
+    for conflict in plan.conflicts:
+        print(f"conflict: {conflict.describe()}")
+    if plan.waiting:
+        print(f"waiting (no free GPUs): {', '.join(plan.waiting)}")
+    return 0
+
+
+# -------------------------------------------------------------------------------- evaluate
+
+
+Runs = list[tuple[FluidResult, float]]  # a fluid run and its plan's mean link score
+
+
+def _runs_single(jobs: Sequence[JobProfile], capacity: float, args: argparse.Namespace,
+                 config: FluidConfig) -> tuple[Runs, dict[str, Any]]:
+    solution = best_shifts(jobs, capacity, precision_deg=args.precision_deg, seed=args.seed)
+    if solution.circle.warning:
+        _warn([solution.circle.warning])
+    traffic, cap = single_link(jobs, capacity)
+    base_cfg = replace(config, realign_pct=None)
+    runs = [(simulate(jobs, traffic, cap, {}, base_cfg, "base"), solution.score_unshifted),
+            (simulate(jobs, traffic, cap, solution.shift_map(), config, "cassini"),
+             solution.score)]
+    circle = {"jobs": list(jobs), "weights": [1.0] * len(jobs), "circle": solution.circle,
+              "capacity": capacity, "after": solution.shift_map(),
+              "scores": (solution.score_unshifted, solution.score),
+              "link": "one shared link"}
+    return runs, circle
+
+
+def _pick_link(result: Schedule, jobs: Sequence[JobProfile],
+               precision: float) -> dict[str, Any] | None:
+    """The link whose circle the shifts change most, in CASSINI's placement or (if more) in
+    the base's placement with CASSINI's shifts; None when no link carries two jobs."""
+    by_name = {j.name: j for j in jobs}
+    options = [(s.score - s.score_unshifted, -k, s, plan)
+               for k, plan in enumerate((result.cassini, result.base_shifted))
+               for s in plan.shared]
+    if not options:
+        return None
+    _, _, pick, plan = max(options, key=lambda o: (o[0], o[1]))
+    members = [by_name[j] for j in pick.jobs]
+    where = "CASSINI's placement" if plan.mode == "cassini" else "the base's placement"
+    return {"jobs": members, "weights": list(pick.weights),
+            "circle": unified_circle([j.iteration_ms for j in members], precision_deg=precision),
+            "capacity": pick.capacity_gbps, "after": {j: plan.shifts_ms[j] for j in pick.jobs},
+            "scores": (pick.score_unshifted, pick.score),
+            "link": f"link {' '.join(pick.links)} in {where}"}
+
+
+def _runs_cluster(args: argparse.Namespace,
+                  config: FluidConfig) -> tuple[Runs, dict[str, Any] | None, Schedule]:
+    result, _, jobs = _schedule(args)
+    _warn(result.cassini.warnings)
+    base_cfg = replace(config, realign_pct=None)
+    runs = []
+    for plan in (result.base, result.base_shifted, result.cassini):
+        run = simulate(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms,
+                       base_cfg if plan.mode == "base" else config, plan.mode)
+        runs.append((run, plan.score))
+    return runs, _pick_link(result, jobs, args.precision_deg), result
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    config = FluidConfig(iterations=args.iterations, threshold_kb=args.threshold_kb,
+                         realign_pct=args.realign_pct,
+                         realign_budget_pct=args.realign_budget_pct, force=args.force)
+    config.check()
+    jobs = load_jobs(args.jobs)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
+    prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.jobs).stem}-"
+    plan: ClusterPlan | None = None
+    circle: dict[str, Any] | None
+    if args.capacity is not None:
+        runs, circle = _runs_single(jobs, check_capacity(args.capacity), args, config)
+        where = f"one {args.capacity:g} Gbps link"
+    else:
+        runs, circle, result = _runs_cluster(args, config)
+        plan = result.cassini
+        where = f"{args.topology}, CASSINI keeps candidate #{plan.candidate}"
+    base, best = runs[0][0], runs[-1][0]
+    normalise = len({j.iteration_ms for j in base.jobs}) > 1
+    unit = "x" if normalise else "ms"
+
+    from innet.cassini.plots import plot_cdf, plot_circle
+
+    paths = [out / f"{prefix}cdf.png"]
+    plot_cdf([run for run, _ in runs], paths[0], normalise=normalise,
+             title=f"{Path(args.jobs).name} on {where}")
+    if circle is not None:
+        paths.append(out / f"{prefix}circle.png")
+        plot_circle(circle["jobs"], circle["weights"], circle["circle"], circle["capacity"], {},
+                    circle["after"], circle["scores"], circle["link"], paths[-1])
+
+    summary = _summary(runs, normalise)
+    summary["plots"] = [str(p) for p in paths]
+    if plan is not None:
+        summary["placement"] = {k: list(v) for k, v in plan.placement.items()}
+        summary["shifts_ms"] = dict(plan.shifts_ms)
+    (out / f"{prefix}summary.json").write_text(dumps(summary, indent=1) + "\n")
+    if args.json:
+        print_json(summary)
+        return 0
+    print(f"{Path(args.jobs).name} on {where}; {config.iterations} iterations per job, "
+          f"marks above {config.threshold_kb:g} KB"
+          + (f", agents re-align past {config.realign_pct:g}%" if config.realign_pct else ""))
+    rows = [[r["label"], r["score"], r["mean"], r["p99"], r["marks"] / 1e6,
+             r["realignments"]] for r in summary["runs"]]
+    print(format_table(["run", "score", f"mean ({unit})", f"p99 ({unit})", "marks (M pkts)",
+                        "re-alignments"], rows))
+    gain = summary["gain"]
+    marks = (f"{gain['marks_ratio']:.3g}x fewer" if best.marks > 0
+             else f"{base.marks / 1e6:.3g}M -> 0")
+    print(f"CASSINI vs base: mean {gain['mean']:.3f}x, p99 {gain['p99']:.3f}x better; marks "
+          f"{marks}")
+    print()
+    rows = []
+    for b, c in zip(base.jobs, best.jobs, strict=True):
+        if b.mean_ms > b.iteration_ms * 1.0005 or c.mean_ms > c.iteration_ms * 1.0005:
+            rows.append([b.name, b.iteration_ms, b.mean_ms, b.p99_ms, c.mean_ms, c.p99_ms,
+                         b.marks / 1e6, c.marks / 1e6])
+    if rows:
+        print(format_table(["job (slowed)", "alone (ms)", "base mean", "base p99",
+                            "cassini mean", "cassini p99", "base marks (M)",
+                            "cassini marks (M)"], rows, digits=1))
+    for p in paths:
+        print(f"wrote {p}")
+    return 0
+
+
+def _summary(runs: Runs, normalise: bool) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    for run, score in runs:
+        mean, p99 = run.summary(normalise)
+        rows.append({"label": run.label, "score": score,
+                     "mean": mean, "p99": p99, "marks": run.marks,
+                     "realignments": sum(j.realignments for j in run.jobs),
+                     "jobs": {j.name: {"iteration_ms": j.iteration_ms, "mean_ms": j.mean_ms,
+                                       "p99_ms": j.p99_ms, "marks": j.marks}
+                              for j in run.jobs}})
+    base, best = rows[0], rows[-1]
+    return {"unit": "x" if normalise else "ms", "runs": rows,
+            "gain": {"mean": base["mean"] / best["mean"], "p99": base["p99"] / best["p99"],
+                     "marks_ratio": (base["marks"] / best["marks"] if best["marks"] > 0
+                                     else float("inf") if base["marks"] > 0 else 1.0)}}
+
+
+# ----------------------------------------------------------------------------------- sweep
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import time
+
+    from tqdm import tqdm
+
+    from innet.cassini.scheduler import DEFAULT_CHECK
+    from innet.cassini.sweep import summarise, sweep
+
+    topo = load_topology(args.topology)
+    jobs = load_jobs(args.jobs)
+    out = (Path(args.out) if args.out
+           else Path("runs") / time.strftime("cassini-sweep-%Y%m%d-%H%M%S"))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
+    agents = replace(DEFAULT_CHECK, iterations=args.iterations)
+    with tqdm(total=args.draws, desc="draws", unit="draw", disable=None, leave=False,
+              file=sys.stderr) as bar:
+        draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
+                      agents=agents, checked=args.checked, progress=lambda _i: bar.update(1))
+    summary = summarise(draws)
+    data = {"topology": args.topology, "jobs": args.jobs, "seed": args.seed,
+            "iterations": args.iterations, "candidates": args.candidates,
+            "checked": args.checked, "draws": [d.to_dict() for d in draws],
+            "summary": summary}
+    from innet.cassini.plots import plot_sweep
+
+    plot_sweep(draws, out / "sweep-cdf.png",
+               title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
+                     f"{len(draws)} draws of the running jobs' servers")
+    text = _sweep_text(draws, summary)
+    (out / "sweep.json").write_text(dumps(data, indent=1) + "\n")
+    (out / "sweep.txt").write_text(text + "\n")
+    if args.json:
+        print_json(data)
+        return 0
+    print(text)
+    print(f"\nwrote {out / 'sweep.txt'}, {out / 'sweep.json'}, {out / 'sweep-cdf.png'}")
+    return 0
+
+
+def _sweep_text(draws: Sequence[Any], summary: dict[str, Any]) -> str:
+    rows = []
+    for d in draws:
+        b, c = d.base, d.cassini
+        rows.append([d.index, d.candidate, "yes" if d.shifted else "no", b.mean_x, c.mean_x,
+                     b.p99_x, c.p99_x, b.mean_ms, c.mean_ms, b.p99_ms, c.p99_ms,
+                     b.marks / 1e6, c.marks / 1e6, "WORSE" if d.worse() else ""])
+    table = format_table(["draw", "pick", "shifts", "base mean x", "cassini mean x",
+                          "base p99 x", "cassini p99 x", "base mean ms", "cassini mean ms",
+                          "base p99 ms", "cassini p99 ms", "base marks M", "cassini marks M",
+                          ""], rows, digits=3)
+    c, s = summary["cassini"], summary["base_shifts"]
+
+    def ratio(x: float) -> str:
+        return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
+
+    lines = [table, "",
+             f"{summary['draws']} draws; geometric mean of base / arm (above 1: faster than "
+             "the base):",
+             f"  CASSINI:       mean {c['mean_x']:.3f}x, p99 {c['p99_x']:.3f}x (slowdown); "
+             f"mean {c['mean_ms']:.3f}x, p99 {c['p99_ms']:.3f}x (ms); marks "
+             f"{ratio(c['marks_ratio'])} in total",
+             f"  base + shifts: mean {s['mean_x']:.3f}x, p99 {s['p99_x']:.3f}x (slowdown); "
+             f"mean {s['mean_ms']:.3f}x, p99 {s['p99_ms']:.3f}x (ms); marks "
+             f"{ratio(s['marks_ratio'])} in total",
+             f"  bounds: every job at its own pace: mean {summary['ideal']['mean_x']:.3f}x, "
+             f"p99 {summary['ideal']['p99_x']:.3f}x; only the running jobs' traffic "
+             f"(unshifted): mean {summary['running_only']['mean_x']:.3f}x, p99 "
+             f"{summary['running_only']['p99_x']:.3f}x, "
+             f"{summary['running_only']['marks_total'] / 1e6:.4g}M marks against the base's "
+             f"{summary['marks_total_base'] / 1e6:.4g}M",
+             f"CASSINI worse than the base by more than {100 * summary['tolerance']:g}% "
+             f"(mean or p99, ms or slowdown) in {summary['worse_draws']} of "
+             f"{summary['draws']} draws; better p99 in {summary['better_p99_draws']}, better "
+             f"mean in {summary['better_mean_draws']}, fewer marks in "
+             f"{summary['fewer_marks_draws']}, more in {summary['more_marks_draws']}; the "
+             f"base's placement kept in {summary['base_placement_kept']}."]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- profile and zoo
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from innet.cassini.pcap_profile import profile_capture
+
+    if (args.min_period_ms is not None and args.max_period_ms is not None
+            and args.min_period_ms >= args.max_period_ms):
+        raise InputError(f"--min-period-ms ({args.min_period_ms:g}) must be below "
+                         f"--max-period-ms ({args.max_period_ms:g})")
+    prof = profile_capture(args.capture, bin_ms=args.bin_ms, host=args.host,
+                           min_period_ms=args.min_period_ms, max_period_ms=args.max_period_ms)
+    name = args.name or Path(args.capture).stem
+    entry = prof.to_job_dict(name, args.gpus)
+    prof.job(name, args.gpus)  # refuse a profile the other commands would refuse
+    if args.output:
+        try:
+            Path(args.output).write_text(dumps({"jobs": [entry]}, indent=1) + "\n")
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
+    if args.json:
+        print_json({"period_ms": prof.period_ms, "confidence": prof.confidence,
+                    "iterations": prof.iterations, "packets": prof.packets,
+                    "bytes": prof.bytes, "bin_ms": prof.bin_ms, "job": entry})
+        return 0
+    peak = max(prof.demand_gbps)
+    busy = sum(1 for v in prof.demand_gbps if v > 0.1 * peak) * prof.bin_ms
+    print(f"{args.capture}: {prof.packets} packets, {prof.bytes / 1e6:.3g} MB over "
+          f"{prof.duration_ms / 1e3:.3g} s")
+    print(f"iteration time {prof.period_ms:.5g} ms (confidence {prof.confidence:.2f}: share of "
+          f"the variance one period explains, "
+          f"{prof.iterations} whole iterations); peak {peak:.3g} Gbps, above 10% of it for "
+          f"{busy:.4g} ms per iteration")
+    if args.output:
+        print(f"wrote {args.output} (job {name!r}, {len(prof.demand_gbps)} bins of "
+              f"{prof.bin_ms:g} ms)")
+    return 0
+
+
+def cmd_zoo(args: argparse.Namespace) -> int:
+    zoo = load_zoo()
+    if args.json:
+        print_json({"assumptions": zoo_assumptions(),
+                    "models": {m.model: {"iteration_ms": m.iteration_ms, "gpus": m.gpus,
+                                         "parallelism": m.parallelism,
+                                         "phases": [p.__dict__ for p in m.phases]}
+                               for m in zoo.values()}})
+        return 0
+    rows = []
+    for m in zoo.values():
+        up = sum(p.duration_ms for p in m.phases)
+        rows.append([m.model, m.parallelism, m.iteration_ms, len(m.phases), up,
+                     max(p.gbps for p in m.phases), m.gpus])
+    print(format_table(["model", "parallelism", "iteration (ms)", "Up phases", "Up (ms)",
+                        "peak Gbps", "gpus"], rows, digits=0))
+    print("\nIllustrative numbers, not measurements. Assumptions:")
+    for line in zoo_assumptions():
+        print(f"- {line}")
+    return 0

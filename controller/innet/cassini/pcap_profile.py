@@ -1,0 +1,249 @@
+"""A job profile measured from a packet capture of its traffic.
+
+The capture is read one packet at a time (scapy's raw reader: no dissection, no list of
+packets), so only the per-bin byte counts are kept in memory: a capture far larger than
+memory works. The iteration time is the lag of the strongest autocorrelation peak of the
+demand series past the first zero crossing (the shortest lag that comes within 10% of it, so
+a multiple of the period is not taken for it), found on a series smoothed just enough that
+the comb of finely spaced packets does not leave ripple peaks, then refined on the raw
+series by epoch folding to a fraction of a bin (`find_period`). The confidence is the share
+of the capture's variance the folded profile explains. The profile is the demand folded
+onto that period and averaged over all iterations in the capture: a jobs-file entry with a
+`demand_gbps` curve.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from innet.cassini.profiles import JobProfile, jobs_from_data
+from innet.errors import InputError
+
+FloatArray = npt.NDArray[np.float64]
+
+MIN_CONFIDENCE = 0.3
+# 8M bins (2.3 hours at 1 ms): the autocorrelation's FFT then takes about 0.5 GB
+MAX_BINS = 1 << 23
+_IP_OFFSET = {1: 14, 101: 0, 228: 0, 113: 16, 276: 20}  # Ethernet, raw IP, IPv4, SLL, SLL2
+
+
+@dataclass(frozen=True)
+class CaptureProfile:
+    source: str
+    packets: int
+    bytes: int
+    duration_ms: float
+    bin_ms: float
+    period_ms: float
+    iterations: int  # whole periods in the capture
+    confidence: float  # share of the variance the folded profile explains, 0..1
+    demand_gbps: tuple[float, ...]  # one value per bin over one period
+
+    def to_job_dict(self, name: str, gpus: int = 2) -> dict[str, Any]:
+        return {"name": name, "iteration_ms": round(self.period_ms, 3), "gpus": gpus,
+                "demand_gbps": [round(v, 6) for v in self.demand_gbps]}
+
+    def job(self, name: str, gpus: int = 2) -> JobProfile:
+        return jobs_from_data({"jobs": [self.to_job_dict(name, gpus)]}, source=self.source)[0]
+
+
+def bin_capture(path: str | Path, bin_ms: float,
+                host: str | None = None) -> tuple[FloatArray, int, int, float]:
+    """Bytes per time bin from the first packet on (wire length, so snapped captures count
+    fully); with `host`, only IPv4 packets from or to it. Returns (bins, packets, bytes,
+    duration in ms)."""
+    from innet.capture import read_records
+
+    if not (bin_ms > 0 and math.isfinite(bin_ms)):
+        raise InputError(f"--bin-ms must be a finite number > 0, got {bin_ms!r}")
+    want: bytes | None = None
+    if host is not None:
+        try:
+            want = ipaddress.IPv4Address(host).packed
+        except ValueError:
+            raise InputError(f"--host must be an IPv4 address, got {host!r}") from None
+    source = str(path)
+    bins = np.zeros(1 << 12)
+    packets = total = 0
+    first: float | None = None
+    last = 0.0
+    for rec in read_records(source):
+        data = rec.data
+        if want is not None:
+            offset = _IP_OFFSET.get(rec.linktype, 14)
+            ip = data[offset:offset + 20]
+            if len(ip) < 20 or ip[0] >> 4 != 4 or want not in (ip[12:16], ip[16:20]):
+                continue
+        ts = rec.time
+        if first is None:
+            first = ts
+        rel = max(0.0, (ts - first) * 1e3)
+        i = int(rel // bin_ms)
+        if i >= MAX_BINS:
+            raise InputError(f"the capture spans at least {rel:.6g} ms: at --bin-ms {bin_ms:g} "
+                             f"that is more than {MAX_BINS} bins (the most the period search "
+                             "can take); give a larger --bin-ms", source=source)
+        if i >= len(bins):
+            bins = np.concatenate([bins, np.zeros(max(len(bins), i + 1 - len(bins)))])
+        size = rec.wirelen
+        bins[i] += size
+        packets += 1
+        total += size
+        last = max(last, rel)
+    if packets == 0:
+        raise InputError("no packets" + (f" from or to {host}" if host else ""), source=source)
+    used = int(last // bin_ms) + 1
+    return bins[:used], packets, total, last
+
+
+def autocorrelation(series: FloatArray) -> FloatArray:
+    """Normalised, unbiased autocorrelation for lags 0..n-1 (by FFT: O(n log n))."""
+    x = series - series.mean()
+    n = len(x)
+    size = 1 << (2 * n - 1).bit_length()
+    spectrum = np.fft.rfft(x, size)
+    raw = np.fft.irfft(spectrum * np.conj(spectrum), size)[:n]
+    if raw[0] <= 0:
+        return np.zeros(n)
+    acf: FloatArray = (raw / (n - np.arange(n))) / (raw[0] / n)
+    return acf
+
+
+def _smooth(series: FloatArray, width: int) -> FloatArray:
+    if width <= 1:
+        return series
+    kernel = np.ones(width) / width
+    out: FloatArray = np.convolve(series, kernel, mode="same")
+    return out
+
+
+def _coarse_lag(acf: FloatArray, n: int, lo: int, hi: int) -> int:
+    """The shortest strong autocorrelation peak within 10% of the strongest (so a multiple
+    of the period is not taken for it); raises when there is none."""
+    crossing = np.flatnonzero(acf[1:] <= 0)
+    if len(crossing) == 0:
+        raise InputError("no repeating pattern in the capture (the demand never decorrelates)")
+    lo = max(lo, int(crossing[0]) + 1)
+    if hi <= lo:
+        raise InputError(f"the capture ({n} bins) is too short to find a period: it needs at "
+                         "least two iterations")
+    window = acf[lo - 1:hi + 2]
+    inner = window[1:-1]
+    peaks = np.flatnonzero((inner >= window[:-2]) & (inner > window[2:])) + lo
+    if len(peaks) == 0:
+        raise InputError("no repeating pattern in the capture (the autocorrelation has no peak)")
+    # noise alone reaches about 1/sqrt(pairs) at a lag: a peak must stand well above that
+    bar = np.maximum(MIN_CONFIDENCE, 4.0 / np.sqrt(n - peaks))
+    strong = peaks[acf[peaks] >= bar]
+    if len(strong) == 0:
+        top = int(peaks[np.argmax(acf[peaks])])
+        raise InputError(f"no repeating pattern in the capture (autocorrelation peak "
+                         f"{acf[top]:.2f} at lag {top} bins is within noise)")
+    best = float(acf[strong].max())
+    return int(strong[np.argmax(acf[strong] >= 0.9 * best)])
+
+
+def explained(series: FloatArray, bin_ms: float, period_ms: float) -> float:
+    """Share of the series' variance that the profile folded at `period_ms` explains: 1 for
+    a pattern that repeats exactly, about 0 for noise; it drops when the period is off
+    (folded iterations smear) or when the capture holds something else too."""
+    folded, whole = fold(series, bin_ms, period_ms)
+    usable = min(len(series), round(whole * period_ms / bin_ms))
+    x = series[:usable]
+    total = float(((x - x.mean()) ** 2).sum())
+    if total <= 0 or whole < 2:
+        return 0.0
+    width = len(folded)
+    phase = (np.arange(usable) * bin_ms % period_ms) / period_ms * width
+    index = np.minimum(np.floor(phase + 1e-9).astype(np.int64), width - 1)
+    residual = float(((x - folded[index]) ** 2).sum())
+    return max(0.0, 1.0 - residual / total)
+
+
+def find_period(series: FloatArray, bin_ms: float, min_ms: float | None = None,
+                max_ms: float | None = None) -> tuple[float, float]:
+    """(period in ms, confidence 0..1). At least two periods must fit the series.
+
+    Packets sent at a fine, steady spacing leave a comb in the bins (a packet every 1.25 ms
+    fills four 1 ms bins of five), and the autocorrelation of the comb has ripple peaks a
+    few ms either side of the period, nearly as high as the period's own. So the coarse
+    period comes from the autocorrelation of the series smoothed over W bins, with the
+    largest W (1, 3, 9, ...) at which the period found is still long against W (8 W or
+    more): a comb at the scale of the packet spacing is gone by then. The period is then
+    refined on the raw series by epoch folding: the period whose folded profile explains
+    most of the series' variance, searched within 10% of the coarse one, to a fraction of a
+    bin. The confidence is that share of explained variance.
+    """
+    n = len(series)
+    lo = max(2, math.ceil((min_ms or 2 * bin_ms) / bin_ms))
+    hi = min(n // 2, math.floor(max_ms / bin_ms) if max_ms else n // 2)
+    if hi <= lo:
+        raise InputError(f"the capture ({n * bin_ms:g} ms) is too short to find a period: it "
+                         "needs at least two iterations")
+    lag: int | None = None
+    width = 1
+    first: tuple[int, int] | None = None
+    error: InputError | None = None
+    while 8 * width <= hi:
+        try:
+            found = _coarse_lag(autocorrelation(_smooth(series, width)), n, lo, hi)
+        except InputError as exc:
+            error = error or exc
+            width *= 3
+            continue
+        if first is None:
+            first = (found, width)
+        if found >= 8 * width:  # long against the smoothing: keep the smoothest such
+            lag = found
+        width *= 3
+    if lag is None:
+        if first is None:
+            if error is not None:
+                raise error
+            first = (_coarse_lag(autocorrelation(series), n, lo, hi), 1)
+        lag = first[0]
+    # refine by folding within 10% of the coarse lag: steps of half a bin (at most 2000 of
+    # them), then steps of bin / iterations around the best
+    reach = max(2.0, 0.1 * lag)
+    coarse_step = max(0.5, 2 * reach / 2000)
+    candidates = np.arange(max(lo, lag - reach), min(hi, lag + reach) + coarse_step / 2,
+                           coarse_step)
+    scores = [explained(series, bin_ms, c * bin_ms) for c in candidates]
+    best = float(candidates[int(np.argmax(scores))])
+    step = 1.0 / max(2, n // max(1, round(best)))
+    fine = np.arange(max(lo, best - coarse_step), min(hi, best + coarse_step) + step / 2,
+                     step)
+    scores = [explained(series, bin_ms, c * bin_ms) for c in fine]
+    k = int(np.argmax(scores))
+    return float(fine[k]) * bin_ms, float(scores[k])
+
+
+def fold(series: FloatArray, bin_ms: float, period_ms: float) -> tuple[FloatArray, int]:
+    """Average demand per bin of one period over the whole periods of the series."""
+    width = max(1, round(period_ms / bin_ms))
+    whole = int(len(series) * bin_ms // period_ms)
+    usable = min(len(series), round(whole * period_ms / bin_ms))
+    phase = (np.arange(usable) * bin_ms % period_ms) / period_ms * width
+    index = np.minimum(np.floor(phase + 1e-9).astype(np.int64), width - 1)
+    sums = np.bincount(index, weights=series[:usable], minlength=width)
+    counts = np.bincount(index, minlength=width)
+    folded: FloatArray = sums / np.maximum(counts, 1)
+    return folded, whole
+
+
+def profile_capture(path: str | Path, *, bin_ms: float = 1.0, host: str | None = None,
+                    min_period_ms: float | None = None,
+                    max_period_ms: float | None = None) -> CaptureProfile:
+    bins, packets, total, duration = bin_capture(path, bin_ms, host)
+    gbps = bins * 8 / (bin_ms * 1e-3) / 1e9
+    period, confidence = find_period(gbps, bin_ms, min_period_ms, max_period_ms)
+    folded, whole = fold(gbps, bin_ms, period)
+    return CaptureProfile(str(path), packets, total, duration, bin_ms, period, whole,
+                          confidence, tuple(float(v) for v in folded))

@@ -1,0 +1,218 @@
+"""Sweeps over random placements of the running jobs: does CASSINI help in every draw?
+
+One placement is an anecdote. A jobs file pins the jobs that already run (`hosts`); a sweep
+draws those jobs' servers at random N times (one distinct GPU slot per GPU, uniformly over
+the cluster), lets the base and CASSINI place the other jobs around them, and runs the fluid
+model for three arms of every draw: the base's placement without shifts, the same with
+CASSINI's shifts, and CASSINI's plan. Everything here is a pure function of its inputs (the
+draws are seeded); the CLI does the printing, files and progress bar.
+
+Figures per arm: mean and p99 of every iteration of every job pooled, in ms and as a
+multiple of each job's iteration time alone (the slowdown: jobs with different iteration
+times are only comparable that way; a p99 in ms is the longest job's own period whenever it
+is not slowed), and the marks. A draw where CASSINI is worse than the base by more than the
+tolerance in any of the four time figures counts as a loss.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from innet.cassini.fluid import Cache, FluidConfig, FluidResult, simulate_parts
+from innet.cassini.profiles import JobProfile
+from innet.cassini.scheduler import (
+    DEFAULT_CHECK,
+    DEFAULT_CHECKED,
+    ClusterPlan,
+    cluster_from_topology,
+    schedule,
+)
+from innet.errors import InputError
+from innet.topology import Topology
+
+DEFAULT_DRAWS = 40
+TOLERANCE = 0.01
+ARMS = ("base", "base+shifts", "cassini")
+
+
+@dataclass(frozen=True)
+class ArmFigures:
+    mean_ms: float
+    p99_ms: float
+    mean_x: float  # slowdown: iteration time / the job's iteration time alone
+    p99_x: float
+    marks: float  # packets marked (fluid proxy)
+    realignments: int
+
+    @staticmethod
+    def of(run: FluidResult) -> ArmFigures:
+        mean_ms, p99_ms = run.summary(False)
+        mean_x, p99_x = run.summary(True)
+        return ArmFigures(mean_ms, p99_ms, mean_x, p99_x, run.marks,
+                          sum(j.realignments for j in run.jobs))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Draw:
+    index: int
+    pinned: dict[str, tuple[str, ...]]  # the running jobs' drawn servers
+    arms: dict[str, ArmFigures]
+    candidate: int  # CASSINI's pick among the base's candidates
+    shifted: bool  # whether CASSINI's pick runs with its shifts
+    score_base: float
+    score_cassini: float
+
+    @property
+    def base(self) -> ArmFigures:
+        return self.arms["base"]
+
+    @property
+    def cassini(self) -> ArmFigures:
+        return self.arms["cassini"]
+
+    def worse(self, tolerance: float = TOLERANCE) -> bool:
+        """CASSINI worse than the base by more than `tolerance` in any time figure."""
+        b, c = self.base, self.cassini
+        return any(getattr(c, k) > getattr(b, k) * (1 + tolerance)
+                   for k in ("mean_ms", "p99_ms", "mean_x", "p99_x"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"draw": self.index, "pinned": {k: list(v) for k, v in self.pinned.items()},
+                "base": self.base.to_dict(), "base_shifts": self.arms["base+shifts"].to_dict(),
+                "running_only": self.arms["running-only"].to_dict(),
+                "cassini": self.cassini.to_dict(), "candidate": self.candidate,
+                "cassini_shifted": self.shifted, "score_base": self.score_base,
+                "score_cassini": self.score_cassini, "worse": self.worse()}
+
+
+def draw_pinned(topology: Topology, jobs: Sequence[JobProfile],
+                rng: np.random.Generator) -> tuple[JobProfile, ...]:
+    """The jobs with their `hosts` replaced by a uniform draw of distinct GPU slots (ring
+    order: rack by rack, as the base would lay a job out)."""
+    cluster = cluster_from_topology(topology)
+    slots = [h for _, hosts in cluster.racks for h in hosts]
+    pinned = [j for j in jobs if j.hosts is not None]
+    need = sum(j.gpus for j in pinned)
+    if need > len(slots):
+        raise InputError(f"the running jobs ask for {need} GPUs, the cluster has {len(slots)}")
+    picks = rng.permutation(len(slots))[:need]
+    out: list[JobProfile] = []
+    at = 0
+    for job in jobs:
+        if job.hosts is None:
+            out.append(job)
+            continue
+        mine = sorted(int(i) for i in picks[at:at + job.gpus])
+        at += job.gpus
+        out.append(replace(job, hosts=tuple(slots[i] for i in mine)))
+    return tuple(out)
+
+
+def run_plan(plan: ClusterPlan, agents: FluidConfig, cache: Cache | None = None) -> FluidResult:
+    """The fluid run of a plan; CASSINI's agents only where a job has a shift to keep."""
+    shifted = any(v != 0 for v in plan.shifts_ms.values())
+    config = agents if shifted else replace(agents, realign_pct=None)
+    return simulate_parts(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms, config,
+                          plan.mode, cache)
+
+
+def run_draw(topology: Topology, jobs: Sequence[JobProfile], index: int, *, seed: int = 0,
+             candidates: int = 20, agents: FluidConfig = DEFAULT_CHECK,
+             checked: int = DEFAULT_CHECKED) -> Draw:
+    """Draw `index` of a sweep seeded `seed`: draw the running jobs' servers, plan, run the
+    three arms in the fluid model set by `agents` (iterations, and CASSINI's agents, which
+    run wherever a plan has shifts; the base's placement without shifts runs without)."""
+    rng = np.random.default_rng([seed, index])
+    drawn = draw_pinned(topology, jobs, rng)
+    result = schedule(topology, drawn, candidates=candidates, seed=seed, fluid=agents,
+                      checked=checked)
+    arms: dict[str, ArmFigures] = {}
+    cache: Cache = {}
+    for plan in (result.base, result.base_shifted, result.cassini):
+        arms[plan.mode] = ArmFigures.of(run_plan(plan, agents, cache))
+    # what no placement of the arriving jobs can beat: the running jobs' own collisions
+    running = {j.name for j in drawn if j.hosts is not None}
+    base = result.base
+    alone = {link: {k: v for k, v in per.items() if k in running}
+             for link, per in base.traffic.items()}
+    alone = {link: per for link, per in alone.items() if per}
+    arms["running-only"] = ArmFigures.of(simulate_parts(
+        base.jobs, alone, base.capacity_gbps, {}, replace(agents, realign_pct=None),
+        "running-only", cache))
+    pinned = {j.name: j.hosts for j in drawn if j.hosts is not None}
+    return Draw(index, pinned, arms, result.cassini.candidate,
+                any(v != 0 for v in result.cassini.shifts_ms.values()), result.base.score,
+                result.cassini.score)
+
+
+def sweep(topology: Topology, jobs: Sequence[JobProfile], draws: int = DEFAULT_DRAWS, *,
+          seed: int = 0, candidates: int = 20, agents: FluidConfig = DEFAULT_CHECK,
+          checked: int = DEFAULT_CHECKED,
+          progress: Callable[[int], Any] | None = None) -> list[Draw]:
+    if draws < 1:
+        raise InputError(f"--draws must be >= 1, got {draws}")
+    if not any(j.hosts is not None for j in jobs):
+        raise InputError("no job has hosts: a sweep draws the servers of the running jobs "
+                         "(give some jobs a hosts list)")
+    out = []
+    for i in range(draws):
+        out.append(run_draw(topology, jobs, i, seed=seed, candidates=candidates,
+                            agents=agents, checked=checked))
+        if progress is not None:
+            progress(i)
+    return out
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return float(math.exp(np.mean(np.log(values)))) if values else 1.0
+
+
+def summarise(draws: Sequence[Draw], tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """Geometric means of base / arm per figure (above 1: the arm is faster), marks in
+    total, and the draws in which CASSINI is worse than the base by more than `tolerance`.
+    Two bounds put them in proportion: `ideal` (every job at its own pace) and
+    `running_only` (only the running jobs' traffic, unshifted: their collisions stay
+    whatever the arriving jobs do)."""
+    out: dict[str, Any] = {"draws": len(draws), "tolerance": tolerance}
+    for arm in ("base+shifts", "cassini"):
+        gains = {}
+        for key in ("mean_ms", "p99_ms", "mean_x", "p99_x"):
+            gains[key] = _geomean([getattr(d.base, key) / getattr(d.arms[arm], key)
+                                   for d in draws])
+        total = sum(d.arms[arm].marks for d in draws)
+        base_total = sum(d.base.marks for d in draws)
+        gains["marks_total"] = total
+        gains["marks_ratio"] = (base_total / total if total > 0
+                                else math.inf if base_total > 0 else 1.0)
+        out["cassini" if arm == "cassini" else "base_shifts"] = gains
+    out["marks_total_base"] = sum(d.base.marks for d in draws)
+    # the most any plan could gain: every job at its own pace (slowdown 1)
+    out["ideal"] = {"mean_x": _geomean([d.base.mean_x for d in draws]),
+                    "p99_x": _geomean([d.base.p99_x for d in draws])}
+    # the most a placement of the arriving jobs could gain, the running ones left unshifted
+    floor = [d.arms["running-only"] for d in draws]
+    floor_marks = sum(f.marks for f in floor)
+    out["running_only"] = {
+        "mean_x": _geomean([d.base.mean_x / f.mean_x for d, f in zip(draws, floor,
+                                                                      strict=True)]),
+        "p99_x": _geomean([d.base.p99_x / f.p99_x for d, f in zip(draws, floor, strict=True)]),
+        "marks_total": floor_marks}
+    worse = [d.index for d in draws if d.worse(tolerance)]
+    out["worse_draws"] = len(worse)
+    out["worse_draw_indices"] = worse
+    out["better_p99_draws"] = sum(d.cassini.p99_x < d.base.p99_x * (1 - tolerance)
+                                  for d in draws)
+    out["better_mean_draws"] = sum(d.cassini.mean_x < d.base.mean_x * (1 - tolerance)
+                                   for d in draws)
+    out["fewer_marks_draws"] = sum(d.cassini.marks < d.base.marks for d in draws)
+    out["more_marks_draws"] = sum(d.cassini.marks > d.base.marks for d in draws)
+    out["base_placement_kept"] = sum(d.candidate == 0 for d in draws)
+    return out

@@ -1,0 +1,134 @@
+"""The `innet` command: one entry point, a subcommand per job.
+
+Each feature module registers its own subcommands (`register(subparsers)`), so this file only
+wires them together and turns bad input into one line on stderr with exit status 2, a switch
+or network that failed into one line with exit status 3 (docs/inputs.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from innet import __version__
+from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError
+
+DESCRIPTION = """\
+innet: in-network computing on P4 switches.
+
+  soar      where to aggregate: the optimal k switches (SOAR) and the simple strategies
+  cassini   when each ML job communicates: link compatibility, time shifts, placement
+  deploy    install a plan on P4Runtime switches (only the difference)
+  status    what each switch holds and counts (--json: reachable, program, entries, primary)
+  controller run: keep every switch in its intended state (restarts, drift, mastership)
+  run       Mininet experiments on BMv2 (aggregation, CASSINI ECN)
+  pcap      summarise a packet capture
+  topo      generate and check topology files
+  demo      everything this machine can run, one command
+  doctor    what this machine has and lacks for innet, and how to fix each part
+
+Run `innet COMMAND --help` for the options of each.
+"""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless the help already says it (or there
+    is none to say: a flag, or a default of None that the help explains). A description
+    written with line breaks is kept as written; one without is wrapped."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if ("default" in text.lower() or action.default is None
+                or action.default is argparse.SUPPRESS or isinstance(action.default, bool)
+                or not action.option_strings):
+            return text
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `innet soar solve: argument -k: expected ...`, exit 2.
+
+    Subcommand parsers are made with this class too (argparse uses the parent's class), and
+    every one formats its help with `HelpFormatter` whatever its caller asked for.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["formatter_class"] = HelpFormatter
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="innet", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"innet {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from innet.soar import cli as soar_cli
+
+    soar_cli.register(sub)
+    from innet import topo_cli
+
+    topo_cli.register(sub)
+    from innet.cassini import cli as cassini_cli
+
+    cassini_cli.register(sub)
+    from innet import deploy_cli as p4rt_cli
+
+    p4rt_cli.register(sub)
+    from innet import pcap
+
+    pcap.register(sub)
+    from innet.emulation import cli as emulation_cli
+
+    emulation_cli.register(sub)
+    from innet import demo
+
+    demo.register(sub)
+    from innet import doctor
+
+    doctor.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # a bad flag exits 2 here, after one line (Parser.error)
+    try:
+        result = args.func(args)
+    except InputError as exc:
+        print(f"innet: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except NetworkError as exc:
+        print(f"innet: {exc}", file=sys.stderr)
+        return EXIT_NETWORK
+    except KeyboardInterrupt:
+        print("innet: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `innet ... | head` closed our stdout: not an error; keep Python from complaining
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:
+        # a file or folder the user named that the system refused after all (full disk, a
+        # read-only mount found out only on write): the user's to fix, so one line, exit 2
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"innet: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("innet: out of memory: the input is too large for this machine", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

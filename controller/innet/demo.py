@@ -1,0 +1,169 @@
+"""`innet demo`: everything this machine can run, in one command, into one folder.
+
+With Mininet and BMv2 present it runs both experiments on the shipped topologies (SOAR's
+plans measured on switches, CASSINI's shifts against ECN marks). Whatever is present, it runs
+the model-level evaluations (SOAR against the baselines, SOAR's fig6, CASSINI's fluid
+evaluation) and says what it skipped and how to get the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.outpaths import output_dir
+
+ROOT = Path(__file__).resolve().parents[2]  # controller/innet/demo.py -> the repository
+TOPOLOGIES = ROOT / "topologies"
+EXAMPLES = ROOT / "examples"
+
+
+def _shipped(path: Path) -> str:
+    if not path.exists():
+        raise InputError(f"{path} is missing: run innet demo from a clone of the repository "
+                         "(the topologies/ and examples/ folders ship with it)")
+    return str(path)
+
+
+def register(sub: Any) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="run everything this machine can: the models always, BMv2 experiments if possible",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "1. SOAR against every strategy on the 15-switch tree and on BT(256)\n"
+            "2. SOAR's fig6 (reduced with --quick)\n"
+            "3. CASSINI's fluid evaluation: the two-job VGG19 example and 13 jobs on the\n"
+            "   24-server leaf-spine\n"
+            "4. with root, Mininet and BMv2: `innet run aggregation` on topologies/bt15.json\n"
+            "   and `innet run cassini` on the leaf-spine with four zoo jobs (three arms)\n"
+            "Everything lands in --out (default runs/demo-DATE), one folder per part."
+        ),
+    )
+    demo.add_argument("--out", type=output_dir, default=None,
+                      help="folder (default runs/demo-DATE)")
+    demo.add_argument("--quick", action="store_true", help="smaller runs (about a minute)")
+    demo.add_argument("--skip-emulation", action="store_true",
+                      help="do not start Mininet even if it could run")
+    demo.add_argument("--json", action="store_true",
+                      help='print {"out", "ran", "skipped"} at the end (the progress goes to '
+                           "standard error)")
+    demo.set_defaults(func=cmd_demo)
+
+
+def _run_command(argv: list[str]) -> None:
+    """Run another innet subcommand in-process, as a user would type it."""
+    from innet.cli import build_parser
+
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+def _section(title: str) -> None:
+    print(f"\n== {title} ==", flush=True)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.json:
+        _run_demo(args)
+        return 0
+    with contextlib.redirect_stdout(sys.stderr):
+        out, done, skipped = _run_demo(args)
+    print_json({"out": str(out), "ran": done, "skipped": skipped})
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
+    from innet.emulation.net import require_bmv2, require_mininet
+    from innet.soar.cli import compare_rows
+    from innet.soar.experiments import run_experiment
+    from innet.soar.generate import binary_tree
+    from innet.table import format_table
+
+    out: Path = args.out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    bt15 = _shipped(TOPOLOGIES / "bt15.json")
+    leafspine = _shipped(TOPOLOGIES / "leafspine24.json")
+    done: list[str] = []
+    skipped: list[str] = []
+
+    _section("SOAR: where to aggregate (model)")
+    from innet.emulation.aggregation import default_workload
+    from innet.plan.intent import aggregation_tree
+    from innet.topology import load_topology
+
+    topo = load_topology(bt15)
+    tree, _ = aggregation_tree(topo, default_workload(topo))
+    for label, t, k in (("bt15 (16 workers to h0)", tree, 4),
+                        ("BT(256), uniform loads, linear rates", binary_tree(256,
+                         rates="linear"), 16)):
+        rows = compare_rows(t, k, 0)
+        print(f"{label}, k = {k}:")
+        print(format_table(["strategy", "cost (phi)", "ratio to all-red", "blue"],
+                           [[r["strategy"], r["cost"], r["ratio"], len(r["blue"])]
+                            for r in rows], digits=4))
+    done.append("SOAR comparison")
+
+    _section("SOAR: fig6 of the paper" + (" (quick)" if args.quick else ""))
+    res = run_experiment("fig6", out / "soar-fig6", quick=args.quick)
+    print(f"{len(res['points'])} points in {res['seconds']:.1f} s: {out / 'soar-fig6'}")
+    print((out / "soar-fig6" / "summary.md").read_text().split("Against the paper")[0].strip())
+    done.append(f"SOAR fig6 -> {out / 'soar-fig6'}")
+
+    _section("CASSINI: fluid evaluation (model)")
+    for name, where in (
+        ("vgg19-pair", ["--jobs", _shipped(EXAMPLES / "jobs-vgg19-pair.json"), "--capacity",
+                        "50"]),
+        ("13-jobs", ["--jobs", _shipped(EXAMPLES / "jobs-13.json"), "--topology", leafspine]),
+    ):
+        folder = out / f"cassini-{name}"
+        print(f"{name}:")
+        _run_command(["cassini", "evaluate", *where, "--out", str(folder),
+                      *(["--iterations", "30"] if args.quick else [])])
+        done.append(f"CASSINI fluid {name} -> {folder}")
+
+    _section("Emulation: BMv2 switches in Mininet")
+    why = None if not args.skip_emulation else "--skip-emulation"
+    why = why or require_mininet() or require_bmv2()
+    if why:
+        skipped.append(f"the BMv2 experiments (innet run aggregation / cassini): {why}")
+        print(f"skipped: {why}")
+    else:
+        from innet.emulation.aggregation import run_aggregation
+        from innet.emulation.cassini_run import run_cassini
+
+        results = run_aggregation(bt15, out / "run-aggregation",
+                                  strategies=("soar", "top", "max", "all-red"), k=4,
+                                  values=1024 if args.quick else 8192)
+        # BMv2 drops a packet now and then under load; the protocol retransmits it, and the
+        # switches count it apart: measured == phi, the overhead beside it
+        print(format_table(["strategy", "predicted phi", "measured", "with overhead",
+                            "retransmissions", "sums exact"],
+                           [[r.strategy, r.predicted_cost, r.measured_cost, r.total_cost,
+                             r.retransmissions, "yes" if r.sums_exact else "NO"]
+                            for r in results], digits=4))
+        done.append(f"innet run aggregation -> {out / 'run-aggregation'}")
+        res2 = run_cassini(leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
+                           out / "run-cassini", iterations=15 if args.quick else 30)
+        for r in res2["runs"]:
+            print(f"{r['label']}: {r['ce_total']} CE marks at the receivers, iterations mean "
+                  f"{r['mean_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms")
+        done.append(f"innet run cassini -> {out / 'run-cassini'}")
+
+    _section("Done")
+    for line in done:
+        print(f"  ran: {line}")
+    for line in skipped:
+        print(f"  skipped: {line}")
+    if skipped:
+        print("  To run the rest: as root, INNET_P4_BUNDLE=PATH/innet-p4-toolchain-debian12-"
+              "amd64.tar.xz ./setup.sh (Debian 12), ./setup.sh (Ubuntu, with the p4lang apt "
+              "packages) or the Vagrantfile's VM (vagrant up); `innet doctor` lists what is "
+              "missing and the command for each part.")
+    return out, done, skipped

@@ -1,0 +1,350 @@
+"""Per-host traffic agent for the CASSINI experiment: paced on/off UDP, ECN counted at the end.
+
+Run inside an emulated host (`python -m innet.emulation.agent send|receive ...`).
+
+A sender is one job's worker: iteration i is planned to start at epoch + shift + i * T. In each
+Up phase it sends paced UDP (ECT(0) in the TOS byte: a socket and a timer, no scapy) at the
+phase's rate, and reacts to congestion as the transports of training jobs do: the receiver
+echoes the CE marks it sees every few packets and the sender cuts its rate DCTCP-style
+(`RateControl`), so a shared link's queue is held near the marking threshold instead of
+overflowing, and a congested phase lasts longer. After the last phase it asks the receiver
+for an acknowledgement, so a congested link delays the end of the communication and with
+it the iteration, as in a training job whose compute waits for its gradients. A late
+iteration re-aligns to the grid of its interleaving (CASSINI's agents; the grid and the
+budget as in `innet.cassini.fluid`). The receiver counts packets and CE marks per job
+and iteration and answers the acknowledgements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import socket
+import struct
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DATA_PORT = 50001
+MAGIC = 0x1CA5
+KIND_DATA, KIND_END, KIND_ACK, KIND_ECHO = 0, 1, 2, 3
+_HEAD = struct.Struct("!HBBHIII")  # magic, kind, tos seen, job, iteration, seq, sent packets
+_ARRIVED = struct.Struct("!d")  # after an ACK's header: when the first END arrived (UNIX s)
+# Linux's SO_TIMESTAMPNS (the socket module does not name it): the kernel's receive time of
+# each datagram, as a struct timespec in the ancillary data
+SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+PAYLOAD_BYTES = 1000
+ECT0 = 0x02
+DRIFT_TOLERANCE = 0.05
+ECHO_EVERY = 4  # the receiver echoes CE counts every this many data packets of a flow
+WINDOW_S = 0.010  # the sender's congestion window: one rate decision per 10 ms (default)
+GAIN = 1.0 / 16  # DCTCP's g: weight of the newest window in alpha
+MIN_RATE = 1.0 / 16  # never below this share of the phase's rate
+INCREASE = 0.05  # additive increase per window without marks, share of the phase's rate
+
+
+@dataclass(frozen=True)
+class Phase:
+    start_ms: float
+    duration_ms: float
+    pps: float
+
+
+class RateControl:
+    """DCTCP's reaction, on a paced sender: the receiver echoes how many of the packets it
+    got were CE-marked; once per window the sender folds the marked fraction F into
+    alpha = (1 - g) alpha + g F and, if anything was marked, cuts its rate by alpha / 2
+    (as DCTCP cuts its window), else raises it additively back toward the phase's rate.
+    alpha starts at 1, as Linux's DCTCP does, so the first marked window halves the rate."""
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+        self.rate = 1.0  # share of the phase's pps
+        self.alpha = 1.0
+        self.acked = 0
+        self.marked = 0
+        self.window_end = 0.0
+        self.cuts = 0
+        self.lowest = 1.0
+
+    def echo(self, packets: int, marked: int) -> None:
+        self.acked += packets
+        self.marked += marked
+
+    def tick(self, now: float) -> None:
+        if now < self.window_end:
+            return
+        self.window_end = now + self.window_s
+        if self.acked == 0:
+            return
+        fraction = self.marked / self.acked
+        self.alpha = (1 - GAIN) * self.alpha + GAIN * fraction
+        if self.marked:
+            self.rate = max(MIN_RATE, self.rate * (1 - self.alpha / 2))
+            self.cuts += 1
+            self.lowest = min(self.lowest, self.rate)
+        else:
+            self.rate = min(1.0, self.rate + INCREASE)
+        self.acked = self.marked = 0
+
+
+def _sleep_until(t: float) -> None:
+    while True:
+        left = t - time.time()
+        if left <= 0:
+            return
+        time.sleep(min(left, 0.002) if left < 0.01 else left - 0.005)
+
+
+def _drain(sock: socket.socket, job: int, control: RateControl | None,
+           want_ack: int | None = None) -> float | None:
+    """Read what has arrived without waiting: echoes feed the rate control. When the
+    acknowledgement of iteration `want_ack` is among them: the time the receiver's kernel
+    took in the iteration's END (math.nan from a receiver that does not say)."""
+    acked: float | None = None
+    while True:
+        try:
+            data = sock.recv(64, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            return acked
+        if len(data) < _HEAD.size:
+            continue
+        magic, kind, _, ajob, ait, packets, marked = _HEAD.unpack_from(data)
+        if magic != MAGIC or ajob != job:
+            continue
+        if kind == KIND_ECHO and control is not None:
+            control.echo(packets, marked)
+        elif kind == KIND_ACK and ait == want_ack:
+            acked = (_ARRIVED.unpack_from(data, _HEAD.size)[0]
+                     if len(data) >= _HEAD.size + _ARRIVED.size else math.nan)
+
+
+def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms: float,
+         epoch: float, iterations: int, out: Path, tos: int = ECT0, *,
+         port: int = DATA_PORT, react: bool = True, realign: bool = True,
+         grid_ms: float | None = None, budget_pct: float = 100.0,
+         window_s: float = WINDOW_S) -> dict[str, Any]:
+    """One worker's traffic. `react`: DCTCP-like rate control on echoed CE marks (else the
+    phase's full rate whatever the queues), one decision per `window_s`. `realign`: a late
+    iteration waits for the next point of epoch + shift + m x `grid_ms` (default: the
+    iteration time) when it is more than 5% of T off it and the wait is at most
+    `budget_pct`% of T.
+
+    Pacing follows the clock, not the last send: packet n of a phase is due one interval
+    (at the current rate) after packet n - 1 was due, so a sender the machine kept from
+    running for a while catches up, at no more than twice the rate (no burst), instead of
+    stretching its phase by the time it lost."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
+    sock.setblocking(False)  # echoes and acks are read between packets, never waited for
+    period = iteration_ms / 1000
+    grid = (grid_ms or iteration_ms) / 1000
+    comm_end = max((p.start_ms + p.duration_ms for p in phases), default=0.0) / 1000
+    pad = b"\0" * (PAYLOAD_BYTES - _HEAD.size)
+    records = []
+    origin = epoch + shift_ms / 1000
+    start = origin
+    realigned = 0
+    seq = 0
+    control = RateControl(window_s) if react else None
+    min_rtt = math.inf
+    for i in range(iterations):
+        _sleep_until(start)
+        sent = 0
+        cuts_before = control.cuts if control else 0
+        lowest = 1.0
+        for ph in phases:
+            count = round(ph.pps * ph.duration_ms / 1000)
+            if ph.pps <= 0 or count == 0:
+                continue
+            # a phase starts when its offset comes, or when the previous one is done
+            due = max(start + ph.start_ms / 1000, time.time())
+            last = -math.inf
+            for _ in range(count):
+                rate = control.rate if control is not None else 1.0
+                gap = 1.0 / (ph.pps * rate)
+                _sleep_until(max(due, last + gap / 2))  # behind the clock: twice the rate
+                if control is not None:
+                    _drain(sock, job, control)
+                    control.tick(time.time())
+                sock.sendto(_HEAD.pack(MAGIC, KIND_DATA, 0, job, i, seq, 0) + pad,
+                            (dest, port))
+                last = time.time()
+                seq += 1
+                sent += 1
+                rate = control.rate if control is not None else 1.0
+                lowest = min(lowest, rate)
+                due += 1.0 / (ph.pps * rate)
+        # the end of communication: wait for the receiver's acknowledgement of this iteration
+        ack_time = None
+        arrived: float | None = None
+        asked = time.time()
+        deadline = asked + max(1.0, 2 * period)
+        while ack_time is None and time.time() < deadline:
+            sock.sendto(_HEAD.pack(MAGIC, KIND_END, 0, job, i, seq, sent), (dest, port))
+            wait_until = time.time() + 0.05
+            while ack_time is None and time.time() < wait_until:
+                arrived = _drain(sock, job, control, want_ack=i)
+                if arrived is not None:
+                    ack_time = time.time()
+                else:
+                    time.sleep(0.001)
+        # the communication is over when the data has arrived: when the END behind it reached
+        # the receiver's kernel (one clock: the hosts are namespaces of one machine), so
+        # neither the receiver's scheduling nor the acknowledgement's way back makes an
+        # iteration late, while queueing in the switches does; from an older receiver, the
+        # acknowledgement less the least round trip seen
+        if ack_time is not None and arrived is not None and math.isfinite(arrived):
+            delivered = arrived
+        elif ack_time is not None:
+            min_rtt = min(min_rtt, ack_time - asked)
+            delivered = ack_time - min_rtt
+        else:
+            delivered = time.time()
+        finished = delivered - start + (period - comm_end)
+        records.append({"iteration": i, "start": start, "sent": sent,
+                        "iteration_ms": 1000 * max(finished, 0.0), "acked": ack_time is not None,
+                        "rate_cuts": (control.cuts if control else 0) - cuts_before,
+                        "lowest_rate": lowest})
+        next_start = start + period
+        end = start + finished
+        if end > next_start:
+            late = (end - origin) % grid
+            if grid - late < 1e-6:
+                late = 0.0
+            if (realign and late > DRIFT_TOLERANCE * period
+                    and grid - late <= budget_pct / 100 * period + 1e-9):
+                next_start = end + (grid - late)  # back on the grid of its interleaving
+                realigned += 1
+            else:
+                next_start = end
+        start = next_start
+    sock.close()
+    result = {"job": job, "iterations": records, "realigned": realigned}
+    out.write_text(json.dumps(result))
+    return result
+
+
+def receive(duration_s: float, out: Path, port: int = DATA_PORT,
+            idle_s: float | None = None) -> dict[str, Any]:
+    """Count packets and CE marks per job and iteration, echo the marks to each sender every
+    ECHO_EVERY packets, and acknowledge the end of each iteration. Stops after `duration_s`,
+    or once nothing has arrived for `idle_s` after the first packet (the senders are done:
+    a slowed run is not cut short by a duration guessed in advance)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    sock.bind(("0.0.0.0", port))
+    sock.settimeout(0.2)
+    packets: dict[int, int] = defaultdict(int)
+    ce: dict[int, int] = defaultdict(int)
+    per_iter: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+    unechoed: dict[tuple[Any, int], list[int]] = defaultdict(lambda: [0, 0])
+    ended: dict[tuple[Any, int, int], float] = {}  # (sender, job, iteration) -> first END
+    ancillary = socket.CMSG_SPACE(4) + socket.CMSG_SPACE(_TIMESPEC.size)
+    deadline = time.time() + duration_s
+    last: float | None = None
+    while time.time() < deadline:
+        if idle_s is not None and last is not None and time.time() - last > idle_s:
+            break
+        try:
+            data, anc, _, addr = sock.recvmsg(2048, ancillary)
+        except TimeoutError:
+            continue
+        last = time.time()
+        if len(data) < _HEAD.size:
+            continue
+        magic, kind, _, job, it, _, _sent = _HEAD.unpack_from(data)
+        if magic != MAGIC:
+            continue
+        if kind == KIND_END:
+            at = ended.setdefault((addr, job, it), _kernel_time(anc) or last)
+            sock.sendto(_HEAD.pack(MAGIC, KIND_ACK, 0, job, it, 0, 0) + _ARRIVED.pack(at), addr)
+            continue
+        tos = 0
+        for level, ctype, cdata in anc:
+            if level == socket.IPPROTO_IP and ctype == socket.IP_TOS and cdata:
+                tos = cdata[0]
+        packets[job] += 1
+        per_iter[(job, it)][0] += 1
+        marked = tos & 0x03 == 0x03
+        if marked:
+            ce[job] += 1
+            per_iter[(job, it)][1] += 1
+        echo = unechoed[(addr, job)]
+        echo[0] += 1
+        echo[1] += marked
+        if echo[0] >= ECHO_EVERY:  # tell the sender what the queues did to its packets
+            sock.sendto(_HEAD.pack(MAGIC, KIND_ECHO, 0, job, it, echo[0], echo[1]), addr)
+            echo[0] = echo[1] = 0
+    sock.close()
+    result = {
+        "packets": {str(j): n for j, n in packets.items()},
+        "ce": {str(j): ce.get(j, 0) for j in packets},
+        "per_iteration": [{"job": j, "iteration": i, "packets": v[0], "ce": v[1]}
+                          for (j, i), v in sorted(per_iter.items())],
+    }
+    out.write_text(json.dumps(result))
+    return result
+
+
+def _kernel_time(anc: list[tuple[int, int, bytes]]) -> float | None:
+    """The kernel's receive time of a datagram (SO_TIMESTAMPNS), None when absent."""
+    for level, ctype, cdata in anc:
+        if level == socket.SOL_SOCKET and ctype == SO_TIMESTAMPNS and len(cdata) >= 16:
+            sec, nsec = _TIMESPEC.unpack_from(cdata)
+            return float(sec + nsec * 1e-9)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m innet.emulation.agent",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("send", help="one job's paced on/off traffic")
+    s.add_argument("--dest", required=True)
+    s.add_argument("--job", type=int, required=True)
+    s.add_argument("--iteration-ms", type=float, required=True)
+    s.add_argument("--phases", required=True,
+                   help='JSON list of {"start_ms", "duration_ms", "pps"}')
+    s.add_argument("--shift-ms", type=float, default=0.0)
+    s.add_argument("--epoch", type=float, required=True, help="UNIX time of iteration 0")
+    s.add_argument("--iterations", type=int, required=True)
+    s.add_argument("--tos", type=int, default=ECT0)
+    s.add_argument("--out", required=True)
+    s.add_argument("--no-react", action="store_true",
+                   help="send at the phase's full rate whatever the CE echoes say")
+    s.add_argument("--no-realign", action="store_true", help="never wait for the grid")
+    s.add_argument("--grid-ms", type=float, default=None,
+                   help="re-alignment grid (default: the iteration time)")
+    s.add_argument("--budget-pct", type=float, default=100.0,
+                   help="longest wait a re-alignment may cost, %% of T (default 100)")
+    s.add_argument("--window-ms", type=float, default=WINDOW_S * 1000,
+                   help=f"one rate decision per this many ms (default {WINDOW_S * 1000:g})")
+    r = sub.add_parser("receive", help="count packets and CE marks, answer acknowledgements")
+    r.add_argument("--duration", type=float, required=True, help="listen at most this long (s)")
+    r.add_argument("--idle", type=float, default=None,
+                   help="stop once nothing has arrived for this long (s) after the first packet")
+    r.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    if args.mode == "send":
+        phases = [Phase(float(p["start_ms"]), float(p["duration_ms"]), float(p["pps"]))
+                  for p in json.loads(args.phases)]
+        send(args.dest, args.job, args.iteration_ms, phases, args.shift_ms, args.epoch,
+             args.iterations, Path(args.out), args.tos, react=not args.no_react,
+             realign=not args.no_realign, grid_ms=args.grid_ms, budget_pct=args.budget_pct,
+             window_s=args.window_ms / 1000)
+    else:
+        receive(args.duration, Path(args.out), idle_s=args.idle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

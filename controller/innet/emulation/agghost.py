@@ -1,0 +1,198 @@
+"""The aggregation protocol on real hosts: `python -m innet.emulation.agghost worker|dest`.
+
+Sockets and clocks around the pure state machines of controller/innet/aggproto.py. A worker streams
+its tensor (floats made from a seed, converted to fixed point with a scale that keeps the sum
+of all workers inside 32 bits), a destination sums and answers. Each writes one JSON file
+when it ends: counts, times, and a SHA-256 digest of the sums it holds, so the experiment can
+check every worker's result against the host-side fixed-point sum without moving tensors
+around. The destination serves several jobs at once (one socket: the aggregation port) and
+runs until SIGTERM, answering late retransmissions after it has every sum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import select
+import signal
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from innet import aggpacket as ap
+from innet.aggproto import Destination, Worker
+
+MAX_ABS = 1.0  # the tensors' values lie in [-1, 1]: the bound the scale is chosen for
+
+
+def worker_tensor(seed: int, job: int, worker: int, values: int, workers: int
+                  ) -> npt.NDArray[np.int64]:
+    """Worker `worker`'s tensor in fixed point: uniform floats in [-1, 1] times the scale."""
+    rng = np.random.default_rng([seed, job, worker])
+    floats = rng.uniform(-MAX_ABS, MAX_ABS, values)
+    scale = ap.fixed_point_scale(MAX_ABS, workers)
+    return np.rint(floats * scale).astype(np.int64)
+
+
+def chunks_of(tensor: npt.NDArray[np.int64]) -> list[tuple[int, ...]]:
+    return ap.chunked([int(v) for v in tensor])
+
+
+def digest(sums: Iterable[Sequence[int]]) -> str:
+    """SHA-256 of the sums, chunk after chunk, as 32-bit two's complement big-endian."""
+    h = hashlib.sha256()
+    for vec in sums:
+        h.update(np.asarray(vec, dtype=np.int64).astype(">i4").tobytes())
+    return h.hexdigest()
+
+
+def expected_digest(seed: int, job: int, workers: int, values: int) -> str:
+    """What every worker and the destination must end with: the host-side fixed-point sum."""
+    total = sum(worker_tensor(seed, job, i, values, workers) for i in range(workers))
+    assert isinstance(total, np.ndarray)
+    assert int(np.abs(total).max(initial=0)) <= ap.INT32_MAX  # the scale's promise
+    return digest(chunks_of(total))
+
+
+class Pacer:
+    """Sends through `sock` at most `burst` packets back to back, then pauses `gap` seconds:
+    BMv2 reads its ports through packet captures that drop a burst of a few dozen packets
+    before the switch ever sees them (measured: the destination's 16 results of a chunk, sent
+    in one loop, lost some), and a drop there would be taken for the fault injection."""
+
+    def __init__(self, sock: Any, burst: int = 4, gap: float = 0.0005) -> None:
+        self.sock, self.burst, self.gap = sock, burst, gap
+        self._n = 0
+
+    def send(self, ip: str, pkt: ap.AggPacket) -> None:
+        ap.send_packet(self.sock, ip, pkt)
+        self._n += 1
+        if self._n % self.burst == 0:
+            time.sleep(self.gap)
+
+
+def run_worker(args: argparse.Namespace) -> dict[str, Any]:
+    tensor = worker_tensor(args.seed, args.job, args.worker, args.values, args.workers)
+    w = Worker(args.job, args.worker, chunks_of(tensor), args.window, args.slots,
+               args.first_chunk, rto=args.rto, min_rto=args.min_rto, max_rto=args.max_rto,
+               backoff=args.backoff)
+    sock = ap.receiver_socket()
+    pacer = Pacer(sock)
+    # every worker starts at the same moment: a chunk completes only when all have sent it,
+    # and processes that start one after the other would time out waiting for the last one
+    time.sleep(max(0.0, args.start_at - time.time()))
+    start = time.time()
+    deadline = time.monotonic() + args.timeout
+    try:
+        while not w.done and time.monotonic() < deadline:
+            now = time.monotonic()
+            for pkt in w.poll(now):
+                pacer.send(args.dest, pkt)
+            nxt = w.next_deadline()
+            wait = 0.05 if nxt is None else max(0.0, min(0.05, nxt - time.monotonic()))
+            if select.select([sock], [], [], wait)[0]:
+                while select.select([sock], [], [], 0)[0]:
+                    try:
+                        w.receive(ap.decode(sock.recv(65535)), time.monotonic())
+                    except ValueError:
+                        continue
+    finally:
+        sock.close()
+    end = time.time()
+    sums = [w.results[i].values if i in w.results else ap.ZERO_VECTOR
+            for i in range(len(w.chunks))]
+    return {"job": args.job, "worker": args.worker, "done": w.done, "start": start,
+            "end": end, "chunks": len(w.chunks), "sent": w.sent,
+            "retransmissions": w.retransmissions, "srtt": w.srtt, "max_rtt": w.max_rtt,
+            "rto": w.rto, "retransmitted_chunks": w.retransmitted_chunks()[:100],
+            "overflow": any(r.overflow for r in w.results.values()),
+            "digest": digest(sums)}
+
+
+def run_destination(args: argparse.Namespace) -> dict[str, Any]:
+    jobs: dict[int, tuple[Destination, list[str]]] = {}
+    for spec in args.job:
+        job_s, ips_s, chunks_s = spec.split(":")
+        ips = ips_s.split(",")
+        jobs[int(job_s)] = (Destination(int(job_s), len(ips), int(chunks_s), args.first_chunk),
+                            ips)
+    stop = False
+
+    def _stop(*_: Any) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    ce = 0
+    packets = 0
+    with ap.receiver_socket(tos=True) as sock:
+        pacer = Pacer(sock)
+        Path(args.ready).touch()
+        while not stop:
+            if not select.select([sock], [], [], 0.1)[0]:
+                continue
+            try:
+                data, _, tos = ap.recv_with_tos(sock)
+                pkt = ap.decode(data)
+            except (ValueError, InterruptedError):
+                continue
+            packets += 1
+            marked = tos >= 0 and tos & 3 == 3
+            ce += marked
+            entry = jobs.get(pkt.job)
+            if entry is None:
+                continue
+            dest, ips = entry
+            for wi, res in dest.receive(pkt, marked, time.monotonic()):
+                pacer.send(ips[wi], res)
+    return {"packets": packets, "ce_marked": ce, "jobs": {
+        str(j): {"complete": d.complete, "chunks": d.chunks, "duplicates": d.duplicates,
+                 "resent": d.resent, "counts_ok": all(s.count == d.workers and s.bitmap == d.full
+                                                      for s in d.state.values()),
+                 "overflow": any(s.overflow for s in d.state.values()),
+                 "digest": digest(d.sums())}
+        for j, (d, _) in jobs.items()}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m innet.emulation.agghost",
+                                     description="a worker or the destination of the "
+                                                 "aggregation protocol, on one host")
+    sub = parser.add_subparsers(dest="role", required=True)
+    w = sub.add_parser("worker")
+    w.add_argument("--dest", required=True, help="destination IPv4 address")
+    w.add_argument("--job", type=int, required=True)
+    w.add_argument("--worker", type=int, required=True, help="index in the job's workers")
+    w.add_argument("--workers", type=int, required=True, help="workers in the job")
+    w.add_argument("--values", type=int, required=True)
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--window", type=int, required=True)
+    w.add_argument("--slots", type=int, required=True)
+    w.add_argument("--first-chunk", type=int, default=0)
+    w.add_argument("--start-at", type=float, default=0.0, help="wall-clock time to start")
+    w.add_argument("--rto", type=float, default=0.5, help="initial timeout (s)")
+    w.add_argument("--min-rto", type=float, default=0.2)
+    w.add_argument("--max-rto", type=float, default=0.5)
+    w.add_argument("--backoff", type=float, default=1.5)
+    w.add_argument("--timeout", type=float, default=600.0, help="give up after (seconds)")
+    w.add_argument("--out", required=True)
+    d = sub.add_parser("dest")
+    d.add_argument("--job", action="append", required=True,
+                   help="JOB:IP,IP,...:CHUNKS (worker i at the i-th address); repeat")
+    d.add_argument("--first-chunk", type=int, default=0)
+    d.add_argument("--ready", required=True, help="file touched once the socket is bound")
+    d.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    result = run_worker(args) if args.role == "worker" else run_destination(args)
+    Path(args.out).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

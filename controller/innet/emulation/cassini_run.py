@@ -1,0 +1,323 @@
+"""`innet run cassini`: the base's and CASSINI's plans on BMv2 in Mininet, three arms.
+
+CASSINI places the jobs and computes time shifts; the switches get routes and an ECN
+threshold; every switch port's egress queue drains at the rate that stands for the links'
+capacity (BMv2's set_queue_rate), so the shared links are real bottlenecks inside the switch
+where enq_qdepth sees them. Each job's flows are paced on/off UDP (ECT(0)) from host agents
+that cut their rate on echoed CE marks (DCTCP-like, `innet.emulation.agent`); receivers
+count CE marks, switch counters count marked packets. Three arms run one after the other on
+the same network and hosts: the base's placement without shifts (no agents re-aligning),
+the base's placement with CASSINI's shifts for it, and CASSINI's placement with its shifts
+(both with CASSINI's agents, re-aligning on the grid of their interleaving).
+
+Scale: the emulator forwards thousands, not billions, of packets per second, so Gbps map to
+packets per second by one factor: the slowest link's capacity is `capacity_pps`. Time: the
+emulation runs `slowdown` times slower than the jobs' own clock (iterations, phases and shifts
+last that many times longer, every rate, the switches' included, is that many times lower),
+so each phase carries the same packets through the same queues while the machine's
+scheduling jitter (milliseconds on a busy two-core machine) is small against a phase and the
+switches never run short of CPU. Times are reported on the jobs' clock (divided back).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from innet.errors import InputError
+from innet.plan.program import C_ECN_MARKED
+from innet.topology import Topology, load_topology
+
+# The emulation's clock runs this many times slower than the jobs': 4 keeps the busiest
+# switch of the four-job run under a third of a core and a phase (90 ms x 4) long against
+# the stalls of a busy machine
+DEFAULT_SLOWDOWN = 4.0
+MAX_SLOWDOWN = 20.0
+
+
+@dataclass(frozen=True)
+class Flow:
+    job: str
+    job_id: int
+    src: str
+    dst: str
+
+
+@dataclass
+class RunResult:
+    label: str
+    placement: dict[str, list[str]]
+    shifts_ms: dict[str, float]
+    ce_received: dict[str, int]
+    packets_received: dict[str, int]
+    packets_sent: dict[str, int]
+    switch_marks: int
+    iteration_ms: dict[str, list[float]]
+    realigned: dict[str, int]
+    unacked: int  # iterations whose end-of-communication ack never came (lost in a queue)
+
+    @property
+    def times(self) -> list[float]:
+        return [t for v in self.iteration_ms.values() for t in v]
+
+    def to_dict(self) -> dict[str, Any]:
+        times = self.times
+        return {**self.__dict__,
+                "ce_total": sum(self.ce_received.values()),
+                "mean_ms": float(np.mean(times)) if times else 0.0,
+                "p99_ms": float(np.percentile(times, 99)) if times else 0.0}
+
+
+def flows_of(placement: dict[str, tuple[str, ...]], order: list[str]) -> list[Flow]:
+    """A ring all-reduce: each host of a job sends to the next one (one flow per hop)."""
+    out = []
+    for job in order:
+        hosts = list(dict.fromkeys(placement[job]))  # GPUs of one host talk inside it
+        if len(hosts) < 2:
+            continue
+        for i, h in enumerate(hosts):
+            nxt = hosts[(i + 1) % len(hosts)]
+            out.append(Flow(job, order.index(job), h, nxt))
+    return out
+
+
+def _link_capacity_gbps(topo: Topology) -> float:
+    mbps = [link.mbps for link in topo.links if link.mbps is not None]
+    if not mbps:
+        raise InputError("the topology's links have no Mbps: CASSINI needs link capacities",
+                         source=topo.source)
+    return min(mbps) / 1000.0
+
+
+def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: int = 30,
+                capacity_pps: int = 800, queue_depth: int = 100, ecn_threshold: int = 20,
+                seed: int = 0, pcap: bool = False, progress: bool = True,
+                slowdown: float = DEFAULT_SLOWDOWN) -> dict[str, Any]:
+    from innet.bmv2.local import switch_addresses
+    from innet.cassini import load_jobs
+    from innet.cassini.scheduler import schedule
+    from innet.emulation.net import running_network
+    from innet.p4rt.controller import Controller, SwitchTarget, events_to
+    from innet.p4rt.thrift import QueueSetting
+    from innet.plan.intent import network_intent
+    from innet.plan.pipeline import load_pipeline
+
+    if iterations < 1:
+        raise InputError(f"--iterations must be >= 1, got {iterations}")
+    if capacity_pps < 10:
+        raise InputError(f"--capacity-pps must be >= 10, got {capacity_pps}")
+    if not 1.0 <= slowdown <= MAX_SLOWDOWN or capacity_pps / slowdown < 10:
+        raise InputError(f"--slowdown must be in 1..{MAX_SLOWDOWN:g} and leave the switches at "
+                         f"least 10 packets/s (--capacity-pps / --slowdown), got {slowdown:g}")
+    topo = load_topology(topology_path)
+    jobs = load_jobs(jobs_path)
+    result_plans = schedule(topo, jobs, seed=seed)
+    plans = (result_plans.base, result_plans.base_shifted, result_plans.cassini)
+    arms = []
+    for plan in plans:
+        order = [j.name for j in plan.jobs if j.name in plan.placement]
+        arms.append((plan, order, flows_of(dict(plan.placement), order)))
+    if not any(flows for _, _, flows in arms):
+        raise InputError("no job spans two hosts: nothing crosses the network",
+                         source=jobs_path)
+    scale = capacity_pps / _link_capacity_gbps(topo)  # packets per second per Gbps
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(topology_path, out / "topology.json")
+    shutil.copy(jobs_path, out / "jobs.json")
+    (out / "plan.json").write_text(json.dumps({p.mode: p.to_dict() for p in plans}, indent=1,
+                                              default=str))
+    pipeline = load_pipeline()
+    runs: list[RunResult] = []
+    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as net, \
+            events_to(out / "logs" / "controller.log"):
+        addresses = {s: a for s, a in switch_addresses(topo).items()
+                     if not topo.switches[s].remote}
+        intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
+        setting = QueueSetting(rate_pps=round(capacity_pps / slowdown), depth=queue_depth)
+        targets = {s: SwitchTarget(es, (setting,)) for s, es in intent.entries().items()
+                   if s in addresses}
+        # the long-running controller keeps routes, ECN threshold and queue settings on every
+        # switch for the whole run, restoring one that restarts
+        with Controller(addresses, pipeline, targets) as ctl:
+            ctl.wait_synced(60.0)
+            for plan, order, flows in arms:
+                if progress:
+                    print(f"  {plan.mode}: {len(flows)} flows, {iterations} iterations ...",
+                          file=sys.stderr, flush=True)
+                shifts = {j: float(plan.shifts_ms.get(j, 0.0)) for j in order}
+                runs.append(_one_run(net, topo, plan, flows, shifts, scale, iterations, out,
+                                     plan.mode, ctl, slowdown))
+    result = {"plans": {p.mode: {"placement": {j: list(h) for j, h in p.placement.items()},
+                                 "shifts_ms": dict(p.shifts_ms), "score": p.score,
+                                 "candidate": p.candidate,
+                                 "shared_links": p.shared_links()} for p in plans},
+              "capacity_pps": capacity_pps, "pps_per_gbps": scale, "slowdown": slowdown,
+              "queue_depth": queue_depth, "ecn_threshold": ecn_threshold,
+              "iterations": iterations, "runs": [r.to_dict() for r in runs]}
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    _report(out, result, runs)
+    return result
+
+
+def _marks(ctl: Any) -> int:
+    """CE marks counted by every switch, through the controller's current sessions."""
+    return sum(p for s in ctl.views() for p, _ in
+               ctl.session(s).read_counters(C_ECN_MARKED).values())
+
+
+def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dict[str, float],
+             scale: float, iterations: int, out: Path, label: str,
+             ctl: Any, slowdown: float = 1.0) -> RunResult:
+    """One arm; every time and rate given to the agents is on the emulation's clock (times x
+    `slowdown`, rates / `slowdown`), every time read back is divided back."""
+    from innet.cassini.fluid import realign_grid
+    from innet.cassini.scheduler import DEFAULT_CHECK
+    from innet.emulation.agent import WINDOW_S
+
+    tag = label.replace(" ", "-").replace("+", "-")
+    agents = any(v != 0 for v in shifts.values())
+    grid = realign_grid(plan.jobs, plan.traffic)
+    longest = max(plan.job(f.job).iteration_ms for f in flows) * slowdown
+    nominal = (3.0 + (iterations + 2) * longest / 1000
+               + max(shifts.values()) * slowdown / 1000 + 2.0)
+    duration = 4 * nominal + 10.0  # at most; receivers stop once idle after the last packet
+    idle = max(3.0, 2 * longest / 1000)  # longer than any Down phase
+    marks_before = _marks(ctl)
+    receivers = {}
+    for dst in sorted({f.dst for f in flows}):
+        rx_out = out / "logs" / f"rx-{tag}-{dst}.json"
+        receivers[dst] = (net.host(dst).popen(
+            [sys.executable, "-m", "innet.emulation.agent", "receive", "--duration",
+             f"{duration:.2f}", "--idle", f"{idle:.2f}", "--out", str(rx_out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE), rx_out)
+    time.sleep(0.5)
+    epoch = time.time() + 2.5  # every sender is up and waiting by then
+    senders = []
+    for i, f in enumerate(flows):
+        job = plan.job(f.job)
+        phases = [{"start_ms": p.start_ms * slowdown, "duration_ms": p.duration_ms * slowdown,
+                   "pps": p.gbps * scale / slowdown} for p in job.phases]
+        tx_out = out / "logs" / f"tx-{tag}-{f.job}-{i}.json"
+        senders.append((f, net.host(f.src).popen(
+            [sys.executable, "-m", "innet.emulation.agent", "send", "--dest",
+             topo.hosts[f.dst].ip, "--job", str(f.job_id), "--iteration-ms",
+             str(job.iteration_ms * slowdown), "--phases", json.dumps(phases), "--shift-ms",
+             str(shifts[f.job] * slowdown), "--epoch", f"{epoch:.6f}", "--iterations",
+             str(iterations), "--out", str(tx_out), "--window-ms",
+             str(WINDOW_S * 1000 * slowdown),
+             *(["--grid-ms", str(grid[f.job] * slowdown), "--budget-pct",
+                str(DEFAULT_CHECK.realign_budget_pct)] if agents else ["--no-realign"])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
+            tx_out))
+    for f, proc, _ in senders:
+        _, err = proc.communicate(timeout=duration + 60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the sender of {f.job} on {f.src} failed: "
+                               f"{err.decode(errors='replace')[-500:]}")
+    for dst, (proc, _) in receivers.items():
+        _, err = proc.communicate(timeout=duration + 30)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the receiver on {dst} failed: "
+                               f"{err.decode(errors='replace')[-500:]}")
+    time.sleep(0.3)
+    marks = _marks(ctl) - marks_before
+    ids = {f.job_id: f.job for f in flows}
+    ce: dict[str, int] = dict.fromkeys(ids.values(), 0)
+    got: dict[str, int] = dict.fromkeys(ids.values(), 0)
+    for _, rx_out in receivers.values():
+        data = json.loads(rx_out.read_text())
+        for jid, n in data["packets"].items():
+            got[ids[int(jid)]] += n
+        for jid, n in data["ce"].items():
+            ce[ids[int(jid)]] += n
+    sent: dict[str, int] = dict.fromkeys(ids.values(), 0)
+    times: dict[str, list[float]] = {j: [] for j in ids.values()}
+    realigned: dict[str, int] = dict.fromkeys(ids.values(), 0)
+    unacked = 0
+    for f, _, tx_out in senders:
+        data = json.loads(tx_out.read_text())
+        sent[f.job] += sum(r["sent"] for r in data["iterations"])
+        unacked += sum(not r["acked"] for r in data["iterations"])
+        realigned[f.job] += data["realigned"]
+        # a job's iteration ends when its slowest flow has delivered
+        per_iter = [r["iteration_ms"] / slowdown for r in data["iterations"]]
+        if not times[f.job]:
+            times[f.job] = per_iter
+        else:
+            times[f.job] = [max(a, b) for a, b in zip(times[f.job], per_iter, strict=False)]
+    return RunResult(label, {j: list(h) for j, h in plan.placement.items()}, shifts, ce, got,
+                     sent, marks, times, realigned, unacked)
+
+
+_COLORS = {"base": "tab:gray", "base+shifts": "tab:orange", "cassini": "tab:blue"}
+
+
+def _report(out: Path, result: dict[str, Any], runs: list[RunResult]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [r.label for r in runs]
+    axes[0].bar(labels, [sum(r.ce_received.values()) for r in runs],
+                color=[_COLORS.get(x, "tab:red") for x in labels])
+    axes[0].set_ylabel("CE-marked packets at the receivers")
+    axes[0].set_title("ECN marks per arm", fontsize=10)
+    for r in runs:
+        all_times = np.sort(r.times)
+        if len(all_times):
+            axes[1].plot(all_times, np.arange(1, len(all_times) + 1) / len(all_times),
+                         color=_COLORS.get(r.label, "tab:red"), label=r.label)
+    axes[1].set_xlabel("iteration time (ms)")
+    axes[1].set_ylabel("CDF")
+    axes[1].set_title("iteration times (all jobs)", fontsize=10)
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(out / "cassini.png", dpi=110)
+    plt.close(fig)
+    lines = ["# CASSINI on BMv2", ""]
+    for mode, plan in result["plans"].items():
+        shifts = {k: round(v, 1) for k, v in plan["shifts_ms"].items() if v}
+        lines.append(f"- {mode}: placement {json.dumps(plan['placement'])}; shifts (ms) "
+                     f"{json.dumps(shifts) if shifts else 'none'}; shared links: "
+                     f"{', '.join(plan['shared_links']) or 'none'}.")
+    lines += ["",
+              f"Every switch port drains {result['capacity_pps']} packets/s on the jobs' clock "
+              f"(the links' capacity; {result['pps_per_gbps']:.1f} packets/s per Gbps); the "
+              f"emulation ran {result['slowdown']:g} times slower (iterations, phases and "
+              f"shifts that much longer, every rate that much lower, times reported on the "
+              f"jobs' clock), queue depth "
+              f"{result['queue_depth']}, ECN threshold {result['ecn_threshold']} packets; "
+              f"{result['iterations']} iterations per job.", "",
+              "| arm | CE at receivers | marked at switches | packets sent | received | "
+              "mean iteration ms | p99 iteration ms | re-alignments | unacknowledged |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r, d in zip(runs, result["runs"], strict=True):
+        lines.append(f"| {r.label} | {d['ce_total']} | {r.switch_marks} | "
+                     f"{sum(r.packets_sent.values())} | {sum(r.packets_received.values())} | "
+                     f"{d['mean_ms']:.1f} | {d['p99_ms']:.1f} | {sum(r.realigned.values())} | "
+                     f"{r.unacked} |")
+    by = {d["label"]: d for d in result["runs"]}
+    if "base" in by and "cassini" in by:
+        a, b = by["base"], by["cassini"]
+        ratio = (f"{a['ce_total'] / b['ce_total']:.3g}x fewer" if b["ce_total"]
+                 else f"{a['ce_total']} -> 0")
+        lines += ["", f"CASSINI against the base without shifts: CE marks {ratio}; p99 "
+                      f"iteration {a['p99_ms']:.0f} -> {b['p99_ms']:.0f} ms, mean "
+                      f"{a['mean_ms']:.0f} -> {b['mean_ms']:.0f} ms."]
+    lines += ["", "Switch counters count a packet at every switch that marks it, receivers once. "
+              "Senders cut their rate on echoed CE marks (DCTCP-like). A sender waits for the "
+              "receiver's acknowledgement of each iteration's last packet (resent every 50 ms, "
+              "for at most max(1 s, 2 T)); an iteration whose acknowledgement is lost ends at "
+              "that limit.", "", "![cassini](cassini.png)"]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,203 @@
+"""`innet run aggregation|cassini`: the experiments on BMv2 switches in Mininet."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from innet.argtypes import SEED, K, float_in, int_in, probability
+from innet.emulation.aggregation import (
+    DEFAULT_VALUES,
+    DEFAULT_WINDOW,
+    DEFAULT_WINDOW_LOSSY,
+)
+from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
+from innet.emulation.net import EmulationError, require_bmv2, require_mininet
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.outpaths import output_dir
+from innet.soar.baselines import STRATEGIES
+
+NEEDS = ("Needs root, Debian's mininet (./setup.sh installs it) and BMv2's simple_switch_grpc "
+         "on PATH (./setup.sh installs them; `innet doctor` says what is missing).")
+
+
+MAX_VALUES = 1 << 24  # per worker: 2^19 chunks, hours of BMv2 at its few thousand packets/s
+MAX_ITERATIONS = 10_000
+MAX_PPS = 100_000  # BMv2 forwards a few thousand packets/s per port in software
+
+
+def default_out(kind: str) -> Path:
+    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser("run", help="Mininet experiments on BMv2 switches",
+                         description="Experiments on an emulated network of BMv2 switches. "
+                                     + NEEDS)
+    rsub = run.add_subparsers(dest="run_command", metavar="EXPERIMENT", required=True)
+    agg = rsub.add_parser(
+        "aggregation",
+        help="deploy each strategy's plan, send vectors, compare measured cost with phi",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Start the topology in Mininet, then for each strategy: plan (SOAR or a baseline),\n"
+            "deploy the plan (only the difference from the previous one is written), let every\n"
+            "worker stream --values floats (fixed point) with the reliable protocol of\n"
+            "docs/aggregation-protocol.md, check every worker's result and the destination's\n"
+            "sums against the host-side fixed-point sum, and turn the switches' egress\n"
+            "counters into the measured cost (sum over uplinks of first transmissions per\n"
+            "chunk / rate: every switch of the tree counts what it sends again apart), next\n"
+            "to the predicted phi, and the cost with that overhead. --loss makes every switch\n"
+            "drop that share of the aggregation packets it receives (in the P4 program); the\n"
+            "protocol retransmits, and the measured cost is still phi.\n\n"
+            "Writes to --out: topology.json, plan.json, logs/ (switch logs, host outputs),\n"
+            "results.json (per strategy: strategy, k, blue, rounds (= chunks),\n"
+            "predicted_cost, measured_cost, total_cost, sums_exact, values, chunks,\n"
+            "retransmissions, duration_s, goodput_values_per_s, events, link_packets (first\n"
+            "transmissions per uplink), link_repeats, ...), aggregation.png and summary.md.\n"
+            "Exit status 0 when every sum is exact and every measured cost == phi; otherwise\n"
+            "1, with the strategies that departed named on stderr.\n\n"
+            + NEEDS),
+    )
+    agg.add_argument("--topology", required=True, help="topology JSON (e.g. topologies/bt15.json)")
+    agg.add_argument("--workload", help="workload JSON {job, destination, workers}; default: "
+                                        "every host but the topology's destination, job 1")
+    agg.add_argument("--strategy", action="append", choices=list(STRATEGIES),
+                     help="strategy to run (repeat for several; default: all)")
+    agg.add_argument("-k", type=K, default=4,
+                     help="blue switches at most (default 4)")
+    agg.add_argument("--values", type=int_in(1, MAX_VALUES), default=DEFAULT_VALUES,
+                     help=f"values each worker streams (default {DEFAULT_VALUES}: "
+                          f"{DEFAULT_VALUES // 32} chunks of 32)")
+    agg.add_argument("--loss", type=probability, default=0.0,
+                     help="share of aggregation packets every switch drops (default 0)")
+    agg.add_argument("--window", type=int_in(1, 128), default=None,
+                     help=f"chunks a worker keeps in flight; a job takes 2 x window slots "
+                          f"of a switch's pool of 256 (default {DEFAULT_WINDOW}, "
+                          f"{DEFAULT_WINDOW_LOSSY} with --loss; less when --jobs needs it)")
+    agg.add_argument("--jobs", type=int_in(1, 16), default=1,
+                     help="concurrent jobs over disjoint blocks of the workers (default 1)")
+    agg.add_argument("--seed", type=SEED, default=0, help="seeds the vectors and random")
+    agg.add_argument("--pcap", action="store_true", help="capture every switch port")
+    agg.add_argument("--out", type=output_dir, default=None,
+                     help="run folder (default runs/aggregation-DATE)")
+    agg.add_argument("--json", action="store_true",
+                     help='print {"run_folder", "ok", "strategies": [{"strategy", "k", "blue", '
+                          '"rounds", "predicted_cost", "measured_cost", "sums_exact", "writes", '
+                          '...}]}')
+    agg.set_defaults(func=cmd_aggregation)
+
+    cas = rsub.add_parser(
+        "cassini",
+        help="base vs CASSINI on BMv2, three arms: CE marks, iteration times",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "CASSINI places the jobs of --jobs on --topology and computes time shifts. In\n"
+            "Mininet, every switch port drains --capacity-pps packets/s (the slowest link's\n"
+            "capacity; Gbps scale to packets/s by the same factor), the switches mark CE above\n"
+            "--ecn-threshold queued packets, and each job's ring flows send paced UDP (ECT(0))\n"
+            "in its Up phases from epoch + shift, cutting its rate on echoed CE marks\n"
+            "(DCTCP-like). Three arms on the same hosts: the base's placement without shifts,\n"
+            "the same with CASSINI's shifts, CASSINI's placement with its shifts. Writes\n"
+            "results.json (per arm: CE marks at receivers and switches, mean_ms, p99_ms,\n"
+            "iteration times), cassini.png, summary.md, plan.json and logs/ to --out.\n\n"
+            + NEEDS),
+    )
+    cas.add_argument("--topology", required=True,
+                     help="topology JSON with link Mbps (e.g. topologies/leafspine24.json)")
+    cas.add_argument("--jobs", required=True,
+                     help="jobs JSON (e.g. examples/jobs-4-leafspine.json)")
+    cas.add_argument("--iterations", type=int_in(1, MAX_ITERATIONS), default=30,
+                     help="per job (default 30)")
+    cas.add_argument("--capacity-pps", type=int_in(10, MAX_PPS), default=800,
+                     help="packets/s standing for the slowest link's capacity (default 800)")
+    cas.add_argument("--slowdown", type=float_in(1.0, MAX_SLOWDOWN), default=DEFAULT_SLOWDOWN,
+                     help=f"run the emulation this many times slower than the jobs' clock: "
+                          f"times x it, rates (the switches' too) / it, so each phase carries "
+                          f"the same packets while the machine's jitter is small against it; "
+                          f"times are reported on the jobs' clock (default "
+                          f"{DEFAULT_SLOWDOWN:g})")
+    cas.add_argument("--queue-depth", type=int_in(1, 2**19 - 1), default=100,
+                     help="packets (default 100)")
+    cas.add_argument("--ecn-threshold", type=int_in(0, 2**19 - 1), default=20,
+                     help="queued packets above which ECT packets are marked CE (default 20)")
+    cas.add_argument("--seed", type=SEED, default=0, help="seed of the placement")
+    cas.add_argument("--pcap", action="store_true", help="capture every switch port")
+    cas.add_argument("--out", type=output_dir, default=None,
+                     help="run folder (default runs/cassini-DATE)")
+    cas.add_argument("--json", action="store_true",
+                     help='print {"run_folder", "runs": [{"label", "ce_received", '
+                          '"switch_marks", "iteration_ms", ...}], ...} (results.json\'s '
+                          "content)")
+    cas.set_defaults(func=cmd_cassini)
+
+
+def _check_environment() -> None:
+    for why in (require_mininet(), require_bmv2()):
+        if why:
+            raise InputError(f"cannot run the experiment: {why}. {NEEDS}")
+
+
+def cmd_aggregation(args: argparse.Namespace) -> int:
+    from innet.emulation.aggregation import DEFAULT_STRATEGIES, run_aggregation
+    from innet.table import format_table
+
+    _check_environment()
+    out = args.out or default_out("aggregation")
+    strategies = tuple(args.strategy) if args.strategy else DEFAULT_STRATEGIES
+    try:
+        results = run_aggregation(args.topology, out, strategies=strategies, k=args.k,
+                                  values=args.values, loss=args.loss, window=args.window,
+                                  jobs=args.jobs, workload_path=args.workload,
+                                  seed=args.seed, pcap=args.pcap)
+    except EmulationError as exc:
+        raise InputError(str(exc)) from None
+    # first transmissions are counted apart from what is sent again: cost == phi, lossy or not
+    bad = [r for r in results if not (r.sums_exact and r.cost_matches)]
+    if args.json:
+        print_json({"run_folder": str(out), "ok": not bad,
+                    "strategies": [r.to_dict() for r in results]})
+    else:
+        rows = [[r.strategy, ",".join(r.blue) or "-", r.predicted_cost, r.measured_cost,
+                 r.total_cost, r.retransmissions, r.duration_s, r.goodput_values_per_s,
+                 "yes" if r.sums_exact else "NO", r.writes] for r in results]
+        print(format_table(["strategy", "blue", "predicted phi", "measured", "with overhead",
+                            "retransmissions", "duration s", "values/s", "sums exact",
+                            "writes"], rows, digits=4))
+        print(f"\nrun folder: {out} (results.json, aggregation.png, summary.md)")
+    for r in bad:
+        why = [] if r.sums_exact else ["a sum is not exact"]
+        if not r.cost_matches:
+            why.append(f"measured cost {r.measured_cost:.6g} != predicted phi "
+                       f"{r.predicted_cost:.6g}")
+        print(f"innet: {r.strategy}: {'; '.join(why)} (see {out}/logs and summary.md)",
+              file=sys.stderr)
+    return 1 if bad else 0
+
+
+def cmd_cassini(args: argparse.Namespace) -> int:
+    from innet.emulation.cassini_run import run_cassini
+    from innet.table import format_table
+
+    _check_environment()
+    out = args.out or default_out("cassini")
+    try:
+        result = run_cassini(args.topology, args.jobs, out, iterations=args.iterations,
+                             capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
+                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap,
+                             slowdown=args.slowdown)
+    except EmulationError as exc:
+        raise InputError(str(exc)) from None
+    if args.json:
+        print_json({"run_folder": str(out), **result})
+        return 0
+    rows = [[r["label"], r["ce_total"], r["switch_marks"], r["mean_ms"], r["p99_ms"]]
+            for r in result["runs"]]
+    print(format_table(["arm", "CE at receivers", "marked at switches", "mean iteration ms",
+                        "p99 iteration ms"], rows, digits=1))
+    print(f"\nrun folder: {out} (results.json, cassini.png, summary.md)")
+    return 0

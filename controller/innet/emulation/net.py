@@ -1,0 +1,321 @@
+"""A running Mininet network built from a topology file, torn down whatever happens.
+
+`running_network` is the only way in: a context manager that starts hosts and switches
+(BMv2 `simple_switch_grpc` processes, or Linux bridges for tests that need no P4), prepares
+the hosts the way measurements need (checksum and segmentation offloads off, IPv6 off, static
+ARP for every other host, since our switches route on IPv4 and answer no ARP), and on the way
+out, after success, an exception, Ctrl-C or SIGTERM, stops everything it made and checks that
+no switch process, veth or bridge of its own is left. The description of the network stays in
+`innet.topology`; this module is the running side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from innet.bmv2 import launcher
+from innet.bmv2.launcher import BMv2Options
+from innet.bmv2.local import (  # the convention lives with the BMv2 layer
+    SwitchPorts,
+    local_switch_ports,
+    log_tail,
+    reserve_ports,
+    wait_for_port,
+)
+from innet.errors import InputError
+from innet.topology import Topology
+
+log = logging.getLogger("innet.emulation")
+
+
+class EmulationError(RuntimeError):
+    """The emulated network could not be brought up (the message says which part and why)."""
+
+
+@dataclass
+class RunningNetwork:
+    """What a caller gets inside `running_network`: the Mininet object and its switches."""
+
+    topology: Topology
+    net: Any
+    run_dir: Path
+    ports: dict[str, SwitchPorts] = field(default_factory=dict)
+
+    def host(self, name: str) -> Any:
+        return self.net.get(name)
+
+    def switch(self, name: str) -> Any:
+        return self.net.get(name)
+
+
+def require_mininet() -> str | None:
+    """Why Mininet cannot run here, or None when it can."""
+    if os.geteuid() != 0:
+        return "Mininet needs root"
+    for tool in ("mnexec", "ip", "ethtool"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (./setup.sh installs Debian's mininet, iproute2, " \
+                   "ethtool)"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return "the mininet Python package is missing (pip install -e '.[dev]')"
+    return mnexec_namespace_problem()
+
+
+def mnexec_namespace_problem() -> str | None:
+    """Why `mnexec -n` cannot make a network namespace here, or None when it can.
+
+    Mininet starts every host shell with `mnexec -cdn`; when that fails (in a chroot whose /
+    is not a mount point, say: "remount: Invalid argument") the shell dies and Mininet waits
+    for its prompt forever. Asking first turns that hang into one line."""
+    try:
+        proc = subprocess.run(["mnexec", "-n", "true"], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"mnexec -n could not run: {exc}"
+    if proc.returncode != 0:
+        why = (proc.stderr or proc.stdout).strip() or f"exit status {proc.returncode}"
+        return f"mnexec cannot make a network namespace here ({why})"
+    return None
+
+
+def require_bmv2() -> str | None:
+    """Why BMv2 switches cannot run here, or None when they can."""
+    missing = [b for b in ("simple_switch_grpc", "simple_switch_CLI") if shutil.which(b) is None]
+    if missing:
+        return (f"{', '.join(missing)} not on PATH: install the P4 toolchain with "
+                "INNET_P4_BUNDLE=... ./setup.sh as root (./setup.sh --help, README 'The P4 "
+                "toolchain'); innet doctor lists what else is missing")
+    return None
+
+
+def _bmv2_switch_class() -> type:
+    from mininet.node import Switch
+
+    class BMv2Switch(Switch):  # type: ignore[misc]
+        """simple_switch_grpc as a Mininet switch: its own ports, logs and optional pcaps."""
+
+        def __init__(self, name: str, *, json_path: str, ports: SwitchPorts, log_dir: str,
+                     pcap_dir: str | None = None, log_level: str = "off",
+                     **kwargs: Any) -> None:
+            Switch.__init__(self, name, **kwargs)
+            self.json_path = json_path
+            self.addresses = ports
+            self.log_dir = Path(log_dir)
+            self.pcap_dir = pcap_dir
+            self.log_level = log_level
+            self.proc: subprocess.Popen[bytes] | None = None
+
+        def start(self, _controllers: Any) -> None:
+            options = BMv2Options(
+                self.addresses.device_id, self.addresses.thrift_port,
+                self.addresses.grpc_address, self.log_dir / f"{self.name}", self.log_level,
+                tuple((port, intf.name) for port, intf in self.intfs.items()
+                      if intf.name != "lo"),
+                self.pcap_dir, self.json_path)
+            log.info("[%s] %s", self.name, " ".join(options.command_line()))
+            self.proc = launcher.launch(options, self.log_dir / f"{self.name}.out")
+            if not wait_for_port(self.addresses.grpc_port, 15.0, self.proc):
+                tail = log_tail(self.log_dir / f"{self.name}.out")
+                raise EmulationError(f"switch {self.name!r} did not open gRPC on "
+                                     f"{self.addresses.grpc_address}; its log ends:\n{tail}")
+
+        def stop(self, deleteIntfs: bool = True) -> None:  # Mininet's signature
+            launcher.stop(self.proc)
+            Switch.stop(self, deleteIntfs)
+
+    return BMv2Switch
+
+
+def _build(topology: Topology, switch_kind: str, run_dir: Path, json_path: str | None,
+           pcap: bool, ports: dict[str, SwitchPorts], log_level: str) -> Any:
+    from mininet.net import Mininet
+    from mininet.topo import Topo
+
+    class FileTopo(Topo):  # type: ignore[misc]
+        def build(self) -> None:
+            for h in topology.hosts.values():
+                self.addHost(h.name, ip=f"{h.ip}/{topology.prefix.split('/')[1]}", mac=h.mac)
+            for name, sw in topology.switches.items():
+                if sw.remote:
+                    continue
+                if switch_kind == "bmv2":
+                    self.addSwitch(name, json_path=json_path or "", ports=ports[name],
+                                   log_dir=str(run_dir / "logs"),
+                                   pcap_dir=str(run_dir / "pcap") if pcap else None,
+                                   log_level=log_level)
+                else:
+                    self.addSwitch(name)
+            for link in topology.links:
+                a, b = link.a, link.b
+                if any(topology.switches.get(e.node) and topology.switches[e.node].remote
+                       for e in (a, b)):
+                    continue  # the far end is not ours to emulate
+                opts: dict[str, Any] = {}
+                if a.port is not None:
+                    opts["port1"] = a.port
+                if b.port is not None:
+                    opts["port2"] = b.port
+                self.addLink(a.node, b.node, **opts)
+
+    if switch_kind == "bmv2":
+        switch_cls = _bmv2_switch_class()
+    elif switch_kind == "bridge":
+        from mininet.nodelib import LinuxBridge
+
+        switch_cls = LinuxBridge
+    else:
+        raise InputError(f"unknown switch kind {switch_kind!r}: use bmv2 or bridge")
+    return Mininet(topo=FileTopo(), switch=switch_cls, controller=None, autoSetMacs=False,
+                   autoStaticArp=False, build=False, waitConnected=False)
+
+
+def _prepare_hosts(topology: Topology, net: Any) -> None:
+    """Offloads and IPv6 off, static ARP for every other host."""
+    for h in topology.hosts.values():
+        node = net.get(h.name)
+        intf = node.defaultIntf()
+        node.cmd(f"ethtool -K {intf} rx off tx off sg off tso off gso off gro off "
+                 "> /dev/null 2>&1")
+        node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
+                 "net.ipv6.conf.default.disable_ipv6=1")
+        for other in topology.hosts.values():
+            if other.name != h.name:
+                node.cmd(f"ip neigh replace {other.ip} lladdr {other.mac} dev {intf} "
+                         "nud permanent")
+
+
+def _own_leftovers(topology: Topology) -> list[str]:
+    """Interfaces named after our nodes (Mininet's 'node-ethN' veths, bridges) still present."""
+    names = set(topology.switches) | set(topology.hosts)
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) < 2:
+            continue
+        ifname = parts[1].strip().split("@")[0]
+        base = ifname.split("-eth")[0]
+        if base in names and (ifname == base or "-eth" in ifname):
+            found.append(ifname)
+    return found
+
+
+def _stop_within(net: Any, seconds: float) -> bool:
+    """Mininet's own stop, given a deadline: it reads from node shells, and a shell that died
+    under it would keep it waiting for ever. True when it finished."""
+    def stop() -> None:
+        try:
+            net.stop()
+        except Exception as exc:  # keep going: the fallback removes the rest
+            log.warning("mininet stop failed: %s", exc)
+
+    worker = threading.Thread(target=stop, name="mininet-stop", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return not worker.is_alive()
+
+
+def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True) -> list[str]:
+    """Stop the network; then remove whatever it left. Returns what had to be removed.
+
+    A second Ctrl-C while this runs is ignored: stopping half-way is what leaves veths and
+    switch processes behind.
+    """
+    removed: list[str] = []
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignore_sigint else None
+    try:
+        if net is not None:
+            if not _stop_within(net, 20.0):
+                removed.append("mininet stop (timed out after 20 s)")
+            for sw in net.switches:
+                proc = getattr(sw, "proc", None)
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait(5)
+                    removed.append(f"process of {sw.name}")
+            for node in (*net.hosts, *net.switches):
+                shell = getattr(node, "shell", None)
+                if shell is not None and shell.poll() is None:
+                    with contextlib.suppress(OSError):
+                        os.killpg(shell.pid, signal.SIGKILL)
+                    removed.append(f"shell of {node.name}")
+        for ifname in _own_leftovers(topology):
+            subprocess.run(["ip", "link", "del", ifname], capture_output=True)
+            removed.append(ifname)
+    finally:
+        if ignore_sigint:
+            signal.signal(signal.SIGINT, previous)
+    return removed
+
+
+@contextlib.contextmanager
+def running_network(
+    topology: Topology,
+    run_dir: Path,
+    *,
+    switch_kind: str = "bmv2",
+    json_path: str | None = None,
+    pcap: bool = False,
+    log_level: str = "off",
+    grpc_base: int = 50051,
+    thrift_base: int = 9090,
+) -> Iterator[RunningNetwork]:
+    """Start the topology's network; always stop it, even on error, Ctrl-C or SIGTERM."""
+    why = require_mininet()
+    if why:
+        raise EmulationError(f"cannot start Mininet: {why}")
+    if switch_kind == "bmv2":
+        why = require_bmv2()
+        if why:
+            raise EmulationError(f"cannot start BMv2 switches: {why}")
+    leftovers = _own_leftovers(topology)
+    if leftovers:
+        raise EmulationError(
+            f"interfaces of an earlier run are still there ({', '.join(leftovers[:5])}); "
+            "remove them with `ip link del NAME` (or `mn -c`, which cleans every Mininet "
+            "on the machine)")
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    if pcap:
+        (run_dir / "pcap").mkdir(parents=True, exist_ok=True)
+    ports = local_switch_ports(topology, grpc_base, thrift_base)
+    reserve_ports(p.grpc_port for p in ports.values())  # before anything connects anywhere
+    from mininet.log import setLogLevel
+
+    setLogLevel("warning")
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    # SIGTERM and SIGINT both unwind through the cleanup below, whatever handler a library
+    # (Mininet, gRPC) may have installed for SIGINT
+    main = threading.current_thread() is threading.main_thread()  # signals: main thread only
+    previous = signal.signal(signal.SIGTERM, on_term) if main else None
+    previous_int = signal.signal(signal.SIGINT, on_term) if main else None
+    net = None
+    try:
+        net = _build(topology, switch_kind, run_dir, json_path, pcap, ports, log_level)
+        net.build()
+        net.start()
+        _prepare_hosts(topology, net)
+        yield RunningNetwork(topology, net, run_dir, ports if switch_kind == "bmv2" else {})
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous_int)
+        removed = _cleanup(topology, net, ignore_sigint=main)
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+        if removed:
+            log.warning("removed what the network left behind: %s", ", ".join(removed))

@@ -1,0 +1,235 @@
+"""Deploy = read what each switch holds, write only the difference.
+
+Per switch: if it does not run the program (its pipeline cookie differs) the program is
+loaded first; then its entries in the managed tables are read, compared with the intent, and
+the difference goes out as at most three Write requests: deletes, then modifies, then inserts.
+Deletes first free table space, and P4Runtime applies the updates of one batch in no fixed
+order, so kinds never share a batch. An entry whose key is unchanged but whose action data
+differs is one MODIFY, never a delete plus an insert: a new plan costs the fewest writes, and
+the same plan twice costs none. The register slots of an aggregation entry that was deleted or
+changed are zeroed afterwards, through thrift, by the commands the pipeline's `managed`
+hooks give (innet's: innet.plan.registers).
+
+Switches are deployed in parallel and independently: one that cannot be reached or refuses
+is reported with its reason next to the results of the others, never instead of them. Deploy
+between aggregation rounds: a slot
+that holds half a round when its expected bitmap changes keeps waiting for the old one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from innet.errors import InputError
+from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
+from innet.p4rt.encode import normalise
+from innet.p4rt.entities import Entry, Match
+from innet.p4rt.schema import Pipeline
+from innet.p4rt.thrift import QueueSetting, run_cli, set_queues
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    insert: tuple[Entry, ...] = ()
+    # (what the switch holds, what it gets); None: a default the switch did not report
+    modify: tuple[tuple[Entry | None, Entry], ...] = ()
+    delete: tuple[Entry, ...] = ()
+
+    @property
+    def writes(self) -> int:
+        return len(self.insert) + len(self.modify) + len(self.delete)
+
+
+def diff(current: Iterable[Entry], desired: Iterable[Entry]) -> Diff:
+    """What turns `current` into `desired`: keys decide insert/delete, action data modify.
+
+    Default actions are never inserted or deleted, only modified; one the intent does not
+    mention is left alone.
+    """
+    have = {e.key: e for e in current}
+    want: dict[tuple[str, tuple[Match, ...], bool], Entry] = {}
+    for e in desired:
+        if e.key in want and want[e.key] != e:
+            raise InputError(f"two different entries for one key: {want[e.key]} and {e}")
+        want[e.key] = e
+    insert = tuple(e for k, e in want.items() if k not in have and not e.default)
+    modify = tuple((have.get(k), e) for k, e in want.items()
+                   if (k in have and have[k] != e) or (e.default and k not in have))
+    delete = tuple(e for k, e in have.items() if k not in want and not e.default)
+    return Diff(insert, modify, delete)
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchDeploy:
+    """What deploying did (or, in a dry run, would do) on one switch."""
+
+    switch: str
+    address: str
+    pipeline: bool  # the program was (or would be) loaded
+    diff: Diff
+    seconds: float
+    cleaned_slots: tuple[int, ...] = ()  # aggregation slots returned to their power-on state
+    note: str | None = None  # what could not be done (slots to clean but no thrift port)
+
+    @property
+    def changed(self) -> bool:
+        return self.pipeline or self.diff.writes > 0
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    switches: dict[str, SwitchDeploy]
+    seconds: float
+    dry_run: bool = False
+    failed: dict[str, str] = field(default_factory=dict)  # switch -> why, for those that failed
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def writes(self) -> int:
+        return sum(s.diff.writes for s in self.switches.values())
+
+    @property
+    def pipelines(self) -> int:
+        return sum(s.pipeline for s in self.switches.values())
+
+
+def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[Entry], *,
+                  dry_run: bool = False, queues: Sequence[QueueSetting] = (),
+                  always_queues: bool = True, reload: bool = False) -> SwitchDeploy:
+    """Bring one switch to `entries` (program first when needed) with the fewest writes.
+
+    BMv2 queue settings cannot be read back, so they go out when `always_queues` (one-shot
+    deploy) or when the program was just loaded (the long-running controller, which also sends
+    them on every new session: a restarted switch has lost them). `reload` loads the program
+    even when the cookie matches: the way back when the switch's P4Runtime server no longer
+    agrees with its own tables (someone changed them through BMv2's thrift CLI)."""
+    t0 = time.perf_counter()
+    desired = [normalise(pipeline.schema, e) for e in entries]
+    load = reload or client.pipeline_cookie() != pipeline.cookie
+    if load and dry_run:
+        current: list[Entry] = []  # the switch's state would be wiped by the load
+    else:
+        if load:
+            client.set_pipeline(pipeline)
+        current = client.read_entries(pipeline.managed.tables,
+                                       pipeline.managed.default_tables)
+    d = diff(current, desired)
+    if not dry_run:
+        if d.delete:
+            client.write("delete", d.delete)
+        if d.modify:
+            client.write("modify", [new for _, new in d.modify])
+        if d.insert:
+            client.write("insert", d.insert)
+        if queues and (always_queues or load):
+            set_queues(client.address, queues)
+    slots = () if load else pipeline.managed.stale_slots(
+        [*d.delete, *(old for old, _ in d.modify if old)])
+    note = None
+    if slots and not dry_run:
+        if client.address.thrift_port is None:
+            note = f"slots {slots[0]}..{slots[-1]} not cleaned: no thrift port known"
+        else:
+            run_cli(client.address, pipeline.managed.clean_commands(pipeline.device_config,
+                                                                    slots))
+    return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0,
+                        slots if note is None else (), note)
+
+
+T = TypeVar("T")
+
+
+def _each(names: Sequence[str], fn: Callable[[str], T]) -> dict[str, T | SwitchError]:
+    """fn on every switch in parallel; every call finishes. A switch's SwitchError is its
+    result (the others' results stand); any other exception is a bug and is raised."""
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(32, len(names))) as pool:
+        futures = {n: pool.submit(fn, n) for n in names}
+    out: dict[str, T | SwitchError] = {}
+    for n, f in futures.items():
+        exc = f.exception()
+        if isinstance(exc, SwitchError):
+            out[n] = exc
+        elif exc is not None:
+            raise exc
+        else:
+            out[n] = f.result()
+    return out
+
+
+def deploy(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
+           pipeline: Pipeline, *, dry_run: bool = False,
+           clients: Mapping[str, SwitchClient] | None = None,
+           queues: Sequence[QueueSetting] = ()) -> DeployResult:
+    """Deploy `entries` (per switch) to the switches at `addresses`, all in parallel.
+
+    Every switch gets a result: its SwitchDeploy, or in `failed` the reason it could not be
+    brought to the intent. With `clients` (open sessions) no connection is opened or closed
+    here; otherwise each session is closed on every path. `queues` go to every switch (thrift).
+    """
+    unknown = sorted(set(entries) - set(addresses))
+    if unknown:
+        raise InputError(f"no address for switch {unknown[0]!r}")
+    t0 = time.perf_counter()
+
+    def one(name: str) -> SwitchDeploy:
+        if clients is not None and name in clients:
+            return deploy_switch(clients[name], pipeline, entries[name], dry_run=dry_run,
+                                 queues=queues)
+        with SwitchClient(addresses[name], pipeline.schema, writer=not dry_run) as c:
+            return deploy_switch(c, pipeline, entries[name], dry_run=dry_run, queues=queues)
+
+    done = _each(list(entries), one)
+    ok = {n: r for n, r in done.items() if not isinstance(r, SwitchError)}
+    failed = {n: str(r) for n, r in done.items() if isinstance(r, SwitchError)}
+    return DeployResult(ok, time.perf_counter() - t0, dry_run, failed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading state back
+
+
+@dataclass(frozen=True)
+class SwitchStatus:
+    switch: str
+    address: str
+    runs_ours: bool  # its pipeline cookie is ours
+    entries: tuple[Entry, ...]
+    counters: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    error: str | None = None  # why it could not be read
+
+
+def read_status(client: SwitchClient, pipeline: Pipeline) -> SwitchStatus:
+    """Entries of the managed tables and every cell of our counters (when it runs our program)."""
+    ours = client.pipeline_cookie() == pipeline.cookie
+    if not ours:
+        return SwitchStatus(client.name, client.address.grpc, False, ())
+    entries = tuple(client.read_entries(pipeline.managed.tables,
+                                       pipeline.managed.default_tables))
+    counters = {name: client.read_counters(name) for name in pipeline.managed.counters}
+    return SwitchStatus(client.name, client.address.grpc, True, entries, counters)
+
+
+def status(addresses: Mapping[str, SwitchAddress], pipeline: Pipeline) -> dict[str, SwitchStatus]:
+    """Every switch's status; one that cannot be read carries the reason instead."""
+    def one(name: str) -> SwitchStatus:
+        try:
+            with SwitchClient(addresses[name], pipeline.schema, writer=False) as c:
+                return read_status(c, pipeline)
+        except SwitchError as exc:
+            return SwitchStatus(name, addresses[name].grpc, False, (), error=str(exc))
+
+    return {n: r for n, r in _each(list(addresses), one).items()
+            if isinstance(r, SwitchStatus)}
+
+
+__all__ = ["DeployResult", "Diff", "SwitchDeploy", "SwitchError", "SwitchStatus", "deploy",
+           "deploy_switch", "diff", "read_status", "status"]

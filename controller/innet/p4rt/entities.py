@@ -1,0 +1,88 @@
+"""What a switch holds, as P4Runtime entities by name: plain frozen data, no protobuf.
+
+Generic over P4 programs: a table entry or a table's default action (`Entry`, its match
+fields `Match`), and the packet replication engine's multicast groups and clone sessions.
+The program's names are handed in by the layer that knows the program (innet.plan.program
+for innet.p4); `describe_entry` writes any entry in one line without knowing its meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Match:
+    """One match field: exact when prefix_len is None, else longest-prefix."""
+
+    field: str
+    value: int
+    prefix_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A table entry (or a table's default action when `default`), names and integers only."""
+
+    table: str
+    match: tuple[Match, ...]
+    action: str
+    params: tuple[tuple[str, int], ...] = ()
+    default: bool = False
+
+    @property
+    def key(self) -> tuple[str, tuple[Match, ...], bool]:
+        """What identifies the entry on the switch: two entries with one key are one entry."""
+        return (self.table, self.match, self.default)
+
+    def param(self, name: str) -> int:
+        return dict(self.params)[name]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Replica:
+    """One copy the replication engine makes: out of `port`, numbered `instance`."""
+
+    port: int
+    instance: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MulticastGroup:
+    """A multicast group of the packet replication engine: a packet sent to `group_id` is
+    copied once per replica (replicas in a canonical, sorted order)."""
+
+    group_id: int
+    replicas: tuple[Replica, ...] = ()
+
+    @property
+    def key(self) -> int:
+        return self.group_id
+
+
+@dataclass(frozen=True, slots=True)
+class CloneSession:
+    """A clone session: a cloned packet goes to each replica, cut to `packet_length_bytes`
+    when that is not 0, with class of service `class_of_service`."""
+
+    session_id: int
+    replicas: tuple[Replica, ...] = ()
+    class_of_service: int = 0
+    packet_length_bytes: int = 0
+
+    @property
+    def key(self) -> int:
+        return self.session_id
+
+
+Describe = Callable[[Entry], str]
+
+
+def describe_entry(entry: Entry) -> str:
+    """One line for any entry: table, match (or "default"), action and its arguments."""
+    match = ", ".join(f"{m.field}={m.value:#x}" + (f"/{m.prefix_len}" if m.prefix_len is not None
+                                                    else "") for m in entry.match)
+    args = ", ".join(f"{k}={v}" for k, v in entry.params)
+    where = "default" if entry.default else f"[{match}]"
+    return f"{entry.table} {where} -> {entry.action}({args})"

@@ -1,0 +1,124 @@
+"""`innet topo ...`: generate and check topology files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from innet.argtypes import int_in
+from innet.errors import InputError
+from innet.jsonout import print_json
+from innet.outpaths import output_file
+from innet.table import format_table
+from innet.topogen import (
+    binary_tree_topology,
+    dumps_topology,
+    fat_tree_topology,
+    leaf_spine_topology,
+)
+from innet.topology import load_topology, topology_from_dict
+
+
+def register(sub: Any) -> None:
+    topo = sub.add_parser("topo", help="generate and check topology files",
+                          description="Topologies are JSON files: hosts (ip, mac), switches, "
+                                      "links [a, b, delay, Mbps] with switch ports 's1-p2'. "
+                                      "See controller/innet/topology.py for every field.")
+    tsub = topo.add_subparsers(dest="topo_command", metavar="SUBCOMMAND", required=True)
+    gen = tsub.add_parser(
+        "gen", help="write a binary tree, fat-tree or leaf-spine topology",
+        description="Write a topology file. Sizes are bounded by what the address plan "
+                    "(10.0.x.y, one MAC per host) and BMv2's ports (1..509) can number.")
+    gen.add_argument("shape", choices=["bt", "fattree", "leafspine"], help="the shape")
+    gen.add_argument("--depth", type=int_in(1, 10), default=4,
+                     help="bt: levels of switches (2^depth - 1 switches)")
+    gen.add_argument("--hosts-per-leaf", type=int_in(1, 64), default=None,
+                     help="bt: workers per leaf (default 2); leafspine: servers (default 4)")
+    gen.add_argument("-k", type=_fat_tree_k, default=4,
+                     help="fattree: k, even, 2..18 (k^2 * 5/4 switches, k^3/4 hosts)")
+    gen.add_argument("--leaves", type=int_in(1, 500), default=6, help="leafspine: leaves")
+    gen.add_argument("--spines", type=int_in(1, 64), default=2, help="leafspine: spines")
+    gen.add_argument("-o", "--output", type=output_file(), metavar="FILE",
+                     help="file to write (default: standard output)")
+    gen.add_argument("--json", action="store_true",
+                     help='with -o, print {"wrote", "hosts", "switches", "links"}; without '
+                          "-o the topology printed is JSON already")
+    gen.set_defaults(func=cmd_gen)
+    check = tsub.add_parser("check", help="load a topology and summarise it, or say what is "
+                                          "wrong",
+                            description="Load a topology file, check every element and "
+                                        "summarise it; a bad element is named in one line.")
+    check.add_argument("file", help="the topology file")
+    check.add_argument("--json", action="store_true",
+                       help='print {"name", "hosts", "switches", "remote", "links", '
+                            '"destination", "ports": {switch: {port: neighbour}}}')
+    check.set_defaults(func=cmd_check)
+
+
+_even = int_in(2, 18)
+
+
+def _fat_tree_k(text: str) -> int:
+    """Even, and at most 18: switch names a<pod><j> stay unique while j has one digit."""
+    import argparse
+
+    k = _even(text)
+    if k % 2:
+        raise argparse.ArgumentTypeError(f"expected an even integer in 2..18, got {k}")
+    return k
+
+
+def cmd_gen(args: argparse.Namespace) -> int:
+    hosts_per_leaf = args.hosts_per_leaf  # None: the shape's default (0 is refused)
+    if args.shape == "bt":
+        data = binary_tree_topology(args.depth, 2 if hosts_per_leaf is None else hosts_per_leaf)
+    elif args.shape == "fattree":
+        try:
+            data = fat_tree_topology(args.k)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+    else:
+        data = leaf_spine_topology(args.leaves, 4 if hosts_per_leaf is None else hosts_per_leaf,
+                                   args.spines)
+    topo = topology_from_dict(data)  # what we write must load
+    text = dumps_topology(data)
+    if args.output:
+        try:
+            Path(args.output).write_text(text + "\n")
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror}", source=str(args.output)) from None
+        if args.json:
+            print_json({"wrote": str(args.output), "hosts": len(topo.hosts),
+                        "switches": len(topo.switches), "links": len(topo.links)})
+        else:
+            print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    topo = load_topology(args.file)
+    remote = [s.name for s in topo.switches.values() if s.remote]
+    if args.json:
+        port_map = {s: {str(link.end(s).port): far.node for link, far in topo.neighbours(s)}
+                 for s in topo.switches}
+        print_json({"name": topo.name, "hosts": len(topo.hosts),
+                    "switches": len(topo.switches), "remote": remote,
+                    "links": len(topo.links), "destination": topo.destination,
+                    "ports": port_map})
+        return 0
+    print(f"{topo.name}: {len(topo.hosts)} hosts, {len(topo.switches)} switches "
+          f"({len(remote)} remote), {len(topo.links)} links")
+    if topo.destination:
+        print(f"aggregation destination: {topo.destination}")
+    rows = []
+    for s in topo.switches:
+        ports = sorted((e.port, far.node) for link, far in topo.neighbours(s)
+                       for e in [link.end(s)])
+        rows.append([s, "remote " + str(topo.switches[s].grpc) if topo.switches[s].remote
+                     else "local BMv2", " ".join(f"p{p}:{n}" for p, n in ports)])
+    print(format_table(["switch", "runs", "ports"], rows))
+    return 0

@@ -1,0 +1,188 @@
+"""Scheduling on the leaf-spine: Themis-like candidates, CASSINI's ranking, the plan."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from innet.cassini.geometry import score_at
+from innet.cassini.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
+from innet.cassini.scheduler import (
+    Cluster,
+    Placement,
+    Proposal,
+    Schedule,
+    cluster_from_topology,
+    plan_cluster,
+    ring_hops,
+    schedule,
+    themis_candidates,
+)
+from innet.errors import InputError
+from innet.topology import Topology, load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
+
+
+@pytest.fixture(scope="module")
+def leafspine() -> Topology:
+    return load_topology(LEAFSPINE)
+
+
+@pytest.fixture(scope="module")
+def thirteen(leafspine: Topology) -> Schedule:
+    return schedule(leafspine, load_jobs(ROOT / "examples" / "jobs-13.json"))
+
+
+def test_the_cluster_is_the_papers_testbed(leafspine: Topology) -> None:
+    cluster = cluster_from_topology(leafspine)
+    assert cluster.gpus == 24 and len(cluster.racks) == 6
+    assert all(len(slots) == 4 for _, slots in cluster.racks)
+    assert cluster.capacity_gbps[("l1", "sp1")] == 50.0
+    assert ring_hops(["h1", "h1", "h2"]) == [("h1", "h2"), ("h2", "h1")]
+    assert ring_hops(["h3", "h3"]) == []
+
+
+def test_13_jobs_are_all_placed_and_the_plan_is_complete(thirteen: Schedule,
+                                                         leafspine: Topology) -> None:
+    jobs = load_jobs(ROOT / "examples" / "jobs-13.json")
+    plan = thirteen.cassini
+    assert not plan.waiting and len(plan.jobs) == 13
+    used = Counter(h for hosts in plan.placement.values() for h in hosts)
+    assert all(n <= leafspine.hosts[h].gpus for h, n in used.items())
+    for job in jobs:
+        assert len(plan.placement[job.name]) == job.gpus
+        if job.hosts is not None:
+            assert plan.placement[job.name] == job.hosts  # running jobs keep their servers
+        assert 0 <= plan.shifts_ms[job.name] < job.iteration_ms
+        assert plan.phases(job.name) == job.phases
+    # single-host jobs send nothing; the links two jobs share are leaf-spine links
+    assert plan.routes["resnet50"] == ()
+    for link in plan.shared_links():
+        a, b = link.split("->")
+        assert a.startswith("sp") or b.startswith("sp"), link
+    for shared in plan.shared:
+        assert len(shared.jobs) >= 2 and set(shared.jobs) <= set(plan.placement)
+
+
+@pytest.fixture(scope="module")
+def crowded(leafspine: Topology) -> Schedule:
+    """The 13 jobs with the four running ones on other servers: there, the best-scoring
+    candidate has a conflicting loop in its Affinity graph."""
+    data = json.loads((ROOT / "examples" / "jobs-13.json").read_text())
+    running = {"vgg11": ["h21", "h9"], "vgg16": ["h13", "h22"], "vgg19": ["h6", "h16"],
+               "wideresnet101": ["h17", "h14"]}
+    for job in data["jobs"]:
+        if job["name"] in running:
+            job["hosts"] = running[job["name"]]
+    return schedule(leafspine, jobs_from_data(data), checked=0)  # the paper's ranking alone
+
+
+def test_cassini_drops_conflicts_and_beats_the_base(crowded: Schedule) -> None:
+    plan, base = crowded.cassini, crowded.base
+    assert base.candidate == 0 and all(s == 0 for s in base.shifts_ms.values())
+    chosen = plan.candidates[plan.candidate]
+    assert chosen.conflicts == 0 and not plan.conflicts
+    clean = [c for c in plan.candidates if c.conflicts == 0]
+    assert chosen.score == max(c.score for c in clean)
+    # some candidate scores higher but has a conflicting loop: it was dropped
+    assert any(c.score > chosen.score and c.conflicts for c in plan.candidates)
+    assert plan.score > base.score
+    # no conflict: every shared link gets its best score at the assigned shifts
+    jobs = {j.name: j for j in plan.jobs}
+    for shared in plan.shared:
+        assert shared.score == pytest.approx(shared.score_best, abs=1e-9)
+        again = score_at([jobs[j] for j in shared.jobs], plan.shifts_ms, shared.capacity_gbps,
+                         weights=shared.weights)
+        assert again == pytest.approx(shared.score, abs=1e-9)
+
+
+def test_candidates_are_distinct_and_deterministic(leafspine: Topology) -> None:
+    jobs = load_jobs(ROOT / "examples" / "jobs-13.json")
+    cluster = cluster_from_topology(leafspine)
+    first = themis_candidates(cluster, jobs, 20, seed=3)
+    again = themis_candidates(cluster, jobs, 20, seed=3)
+    assert [c.key() for c in first.candidates] == [c.key() for c in again.candidates]
+    assert len({c.key() for c in first.candidates}) == len(first.candidates) == 20
+    plan = plan_cluster(leafspine, jobs, seed=3)
+    assert plan.to_dict()["placement"] == plan_cluster(leafspine, jobs,
+                                                       seed=3).to_dict()["placement"]
+
+
+def test_jobs_furthest_behind_get_gpus_first(leafspine: Topology) -> None:
+    jobs = jobs_from_data({"jobs": [
+        {"name": "fresh", "model": "VGG19", "gpus": 10},
+        {"name": "waited", "model": "VGG19", "gpus": 10, "waited_ms": 600000},
+        {"name": "waited-more", "model": "VGG19", "gpus": 10, "waited_ms": 900000},
+        {"name": "small", "model": "ResNet50", "gpus": 2},
+    ]})
+    plan = plan_cluster(leafspine, jobs, candidates=4)
+    assert plan.waiting == ("fresh",)
+    assert set(plan.placement) == {"waited", "waited-more", "small"}
+    assert any("fresh" in w for w in plan.warnings)
+
+
+def test_base_best_fit_keeps_jobs_in_one_rack_when_they_fit(leafspine: Topology) -> None:
+    jobs = [zoo_job("VGG19", f"v{i}", 2) for i in range(6)]
+    plan = schedule(leafspine, jobs).base
+    cluster = cluster_from_topology(leafspine)
+    for hosts in plan.placement.values():
+        assert len({cluster.rack_of(h) for h in hosts}) == 1
+    assert not plan.shared and plan.score == 1.0
+
+
+def test_a_two_rack_pair_on_a_shared_uplink_is_shifted_apart(leafspine: Topology) -> None:
+    """Two VGG19 jobs pinned across the same two racks, their rings hashed onto one spine:
+    the plan must shift them half an iteration apart."""
+    jobs = jobs_from_data({"jobs": [
+        {"name": "a", "model": "VGG19", "hosts": ["h1", "h5"]},
+        {"name": "b", "model": "VGG19", "hosts": ["h2", "h6"]},
+    ]})
+    plan = plan_cluster(leafspine, jobs, candidates=1)
+    assert plan.shared  # the ECMP hash (crc32 of the host pair) is deterministic
+    assert min(s.score_unshifted for s in plan.shared) < 1
+    assert all(s.score == pytest.approx(1.0) for s in plan.shared)
+    gap = abs(plan.shifts_ms["a"] - plan.shifts_ms["b"]) % 240
+    assert gap == pytest.approx(120.0)
+
+
+def test_the_base_scheduler_is_pluggable(leafspine: Topology) -> None:
+    jobs = [zoo_job("VGG19", "a"), zoo_job("VGG19", "b")]
+
+    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
+        return Proposal((Placement({"a": ("h1", "h5"), "b": ("h2", "h6")}),), ())
+
+    plan = plan_cluster(leafspine, jobs, base_scheduler=fixed)
+    assert plan.placement == {"a": ("h1", "h5"), "b": ("h2", "h6")}
+
+
+BAD_PINS = [
+    ({"name": "a", "model": "VGG19", "hosts": ["h1", "h99"]}, "job 'a': hosts: unknown host 'h99'"),
+    ({"name": "a", "model": "VGG19", "hosts": ["h1", "h1"]},
+     "job 'a': hosts: host 'h1' has no free"),
+    ({"name": "a", "model": "VGG19", "gpus": 30}, "job 'a': gpus 30 is more than the cluster's 24"),
+]
+
+
+@pytest.mark.parametrize("job,message", BAD_PINS)
+def test_bad_placements_are_refused(leafspine: Topology, job: dict[str, object],
+                                    message: str) -> None:
+    with pytest.raises(InputError) as err:
+        plan_cluster(leafspine, jobs_from_data({"jobs": [job]}))
+    assert message in str(err.value)
+
+
+def test_links_without_capacity_are_refused(tmp_path: Path) -> None:
+    topo = tmp_path / "t.json"
+    topo.write_text('{"hosts": {"h1": {"ip": "10.0.0.1", "mac": "08:00:00:00:00:01"},'
+                    '"h2": {"ip": "10.0.0.2", "mac": "08:00:00:00:00:02"}},'
+                    '"switches": {"s1": {}}, "links": [["h1", "s1-p1"], ["h2", "s1-p2"]]}')
+    with pytest.raises(InputError, match="has no Mbps"):
+        plan_cluster(load_topology(topo), [zoo_job("VGG19", "a")])
+    with pytest.raises(InputError, match="candidates"):
+        schedule(load_topology(LEAFSPINE), [zoo_job("VGG19", "a")], candidates=0)

@@ -1,0 +1,46 @@
+"""The host side of the aggregation experiment without a network: tensors, digests, jobs."""
+
+from __future__ import annotations
+
+import pytest
+
+from innet import aggpacket as ap
+from innet.aggproto import Destination, Worker
+from innet.emulation.agghost import chunks_of, digest, expected_digest, worker_tensor
+from innet.emulation.aggregation import Workload, split_workload
+from innet.errors import InputError
+
+
+def test_fixed_point_tensors_sum_to_the_expected_digest_through_the_protocol() -> None:
+    seed, job, n, values = 3, 1, 5, 1000
+    tensors = [worker_tensor(seed, job, i, values, n) for i in range(n)]
+    scale = ap.fixed_point_scale(1.0, n)
+    assert all(abs(int(v)) <= scale for t in tensors for v in t)
+    workers = [Worker(job, i, chunks_of(t), 4, 8) for i, t in enumerate(tensors)]
+    dest = Destination(job, n, len(workers[0].chunks))
+    now = 0.0
+    while not all(w.done for w in workers):  # a lossless network that delivers at once
+        for w in workers:
+            for pkt in w.poll(now):
+                for wi, res in dest.receive(pkt):
+                    workers[wi].receive(res, now)
+        now += 0.001
+    want = expected_digest(seed, job, n, values)
+    assert digest(dest.sums()) == want
+    assert all(digest(w.results[i].values for i in range(len(w.chunks))) == want
+               for w in workers)
+    # and it is the digest of the float sums, scaled: one value changed changes it
+    other = [*chunks_of(sum(tensors))]  # type: ignore[arg-type]
+    other[0] = (other[0][0] + 1, *other[0][1:])
+    assert digest(other) != want
+
+
+def test_jobs_split_the_workers_into_disjoint_blocks() -> None:
+    base = Workload(1, "h0", tuple(f"h{i}" for i in range(1, 17)))
+    jobs = split_workload(base, 3, 16)
+    assert [j.job for j in jobs] == [1, 2, 3]
+    assert [len(j.workers) for j in jobs] == [5, 5, 6]
+    assert sorted(w for j in jobs for w in j.workers) == sorted(base.workers)
+    assert all(j.slots == 16 for j in jobs)
+    with pytest.raises(InputError, match=r"--jobs must be in 1\.\.16"):
+        split_workload(base, 17, 16)

@@ -1,0 +1,43 @@
+"""Which register cells a plan change zeroes, against the program's own layout."""
+
+from __future__ import annotations
+
+import json
+
+from innet.aggpacket import DEFAULT_JOB_SLOTS, SLOTS, VECTOR_LEN
+from innet.p4rt import entities as en
+from innet.plan import intent as it
+from innet.plan import program as pg
+from innet.plan.pipeline import load_pipeline
+from innet.plan.registers import clean_commands, slot_registers, stale_slots
+
+PIPE = load_pipeline()
+
+
+def agg(job: int, base: int, slots: int = 4) -> en.Entry:
+    return en.Entry(pg.T_AGG, (en.Match("job", job),), pg.A_AGGREGATE,
+                    (("expected", 3), ("slot_base", base), ("slots", slots)))
+
+
+def test_slots_of_deleted_or_changed_aggregation_entries() -> None:
+    route = en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 1, 32),), pg.A_FORWARD,
+                     (("dst_mac", 1), ("port", 1)))
+    assert stale_slots([route, it.ecn_entry(5)]) == ()
+    assert stale_slots([agg(1, 8), agg(2, 0)]) == (0, 1, 2, 3, 8, 9, 10, 11)
+    assert stale_slots([agg(3, SLOTS - 2)]) == (SLOTS - 2, SLOTS - 1)  # never past the end
+
+
+def test_every_per_slot_cell_of_the_program_and_nothing_else() -> None:
+    arrays = slot_registers(PIPE.device_config)
+    data = json.loads(PIPE.device_config)
+    # the program's per-slot state: every register array it has (the vector and four words)
+    assert len(arrays) == len(data["register_arrays"]) and len(arrays) >= 2
+    widths = sorted(a.width for a in arrays)
+    assert widths[-1] == VECTOR_LEN and set(widths[:-1]) == {1}
+    cmds = clean_commands(arrays, [5])
+    assert len(cmds) == sum(widths) and all(c.endswith(" 0") for c in cmds)
+    values = next(a for a in arrays if a.width == VECTOR_LEN)
+    cells = sorted(int(c.split()[2]) for c in cmds if c.split()[1] == values.name)
+    assert cells == list(range(5 * VECTOR_LEN, 6 * VECTOR_LEN))
+    assert len(clean_commands(arrays, stale_slots([agg(1, 4, DEFAULT_JOB_SLOTS)]))) == \
+        DEFAULT_JOB_SLOTS * sum(widths)
