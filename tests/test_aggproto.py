@@ -259,3 +259,18 @@ def test_serial_order_and_window_limits() -> None:
     assert newer(1, 0) and not newer(0, 1) and newer(0, 2**32 - 1) and not newer(5, 5)
     with pytest.raises(ValueError, match="window"):
         Worker(1, 0, [[0]], window=3, slots=4)
+
+
+def test_a_chunk_retransmitted_thousands_of_times_keeps_its_timer_at_the_ceiling() -> None:
+    """Heavy loss once made backoff ** tries overflow a float (OverflowError) after ~1,750
+    tries of one chunk; the timer stays at max_rto however many tries there are."""
+    w = Worker(JOB, 0, [[1] * ap.VECTOR_LEN], window=1, slots=2, rto=0.1, min_rto=0.05,
+               max_rto=1.0)
+    now = 0.0
+    assert len(w.poll(now)) == 1
+    for _ in range(3000):
+        now += 2.0
+        assert len(w.poll(now)) == 1  # the answer never comes: sent again each time
+        deadline = w.next_deadline()
+        assert deadline is not None and now < deadline <= now + 1.0
+    assert w.next_deadline() == now + 1.0 and w.retransmissions == 3000

@@ -40,6 +40,7 @@ _OWNED = 0x10000   # owner register: job | _OWNED, so 0 means "never used"
 _CELL_CE = 0x80    # cell flag: some contribution arrived CE-marked (never on the wire)
 
 ZERO = (0,) * VECTOR_LEN
+_MAX_BACKOFF_STEPS = 64  # backoff ** 64 is past any ceiling (1.5 ** 64 = 1.8e11)
 
 
 def newer(a: int, b: int) -> bool:
@@ -236,7 +237,10 @@ class Worker:
         for i, when in sorted(self._deadline.items()):
             if when <= now:
                 tries = self._tries[i] = self._tries[i] + 1
-                self._deadline[i] = now + min(self.max_rto, self.rto * self.backoff**tries)
+                # the exponent is capped: 1.5 ** 1750 overflows a float, and a chunk that
+                # heavy loss keeps unanswered does get there
+                grown = self.rto * self.backoff ** min(tries, _MAX_BACKOFF_STEPS)
+                self._deadline[i] = now + min(self.max_rto, grown)
                 self.retransmissions += 1
                 out.append(self.packet(i))
         limit = self._low + min(self.window, int(self._cwnd))
