@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from innet import aggpacket as ap
+from innet.bmv2.thrift import run_cli
 from innet.emulation.aggregation import run_aggregation
 from innet.p4rt.deploy import deploy
 from innet.plan import intent as it
@@ -50,7 +51,7 @@ def forwarding_rate(rates: list[int], seconds: float = 2.0) -> list[tuple[int, i
                                                        2: ns["h1"].switch_intf})
         try:
             entries = it.network_intent(topo, []).entries()
-            deploy({"s1": sw.address}, entries, load_pipeline())
+            deploy({"s1": sw.address}, entries, load_pipeline(), sideband=run_cli)
             with in_netns(ns["h0"].netns):
                 rx = ap.receiver_socket("0.0.0.0", PORT)
             with in_netns(ns["h1"].netns):

@@ -12,6 +12,7 @@ from typing import Any
 from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
 from innet.argtypes import SEED, K, float_in, int_in
 from innet.bmv2.local import switch_addresses
+from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
 from innet.errors import InputError
 from innet.jsonout import print_json
 from innet.names import natural_key
@@ -25,7 +26,6 @@ from innet.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, status
 from innet.p4rt.encode import normalise
 from innet.p4rt.entities import Entry
 from innet.p4rt.schema import Pipeline
-from innet.p4rt.thrift import QueueSetting
 from innet.plan.intent import (
     DEFAULT_ECN_THRESHOLD,
     Held,
@@ -236,7 +236,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         result = DeployResult(t, 0.0, True)
     else:
         result = deploy(addresses, entries, pipeline, dry_run=args.dry_run,
-                        queues=queue_settings(args))
+                        setup=queue_commands(queue_settings(args)), sideband=run_cli)
     queues = queue_settings(args)
     if args.json:
         print_json({"jobs": jobs, "switches": {
@@ -427,7 +427,7 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
     pipeline = _pipeline(args)
     queues = queue_settings(args)
     addresses = switch_addresses(topo)
-    targets = {s: SwitchTarget(es, queues) for s, es in intent.entries().items()}
+    targets = {s: SwitchTarget(es, queue_commands(queues)) for s, es in intent.entries().items()}
     for es in intent.entries().values():  # an intent the program cannot hold: exit 2 now
         for e in es:
             normalise(pipeline.schema, e)
@@ -446,7 +446,7 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     ctl = Controller(addresses, pipeline, targets, interval=args.interval,
-                     election_id=args.election_id, backup=args.backup)
+                     election_id=args.election_id, backup=args.backup, sideband=run_cli)
     role = "standby" if args.backup else "primary"
     event("controller", f"{len(targets)} switches, {len(intent.jobs)} jobs, interval "
                         f"{args.interval:g} s, starting as {role}")

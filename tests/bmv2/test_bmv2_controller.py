@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from p4rt_helpers import eventually
 
+from innet.bmv2.thrift import run_cli
 from innet.p4rt import entities as en
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
-from innet.p4rt.thrift import run_cli
 from innet.plan import intent as it
 from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline

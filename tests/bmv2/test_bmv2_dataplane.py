@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import pytest
 
 from innet import aggpacket as ap
+from innet.bmv2.thrift import QueueSetting, run_cli, set_queues
 from innet.p4rt.client import SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy
 from innet.p4rt.encode import normalise
-from innet.p4rt.thrift import QueueSetting, set_queues
 from innet.plan import intent as it
 from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline
@@ -66,7 +66,7 @@ class Net:
         w = it.workload_from_dict({"job": 1, "workers": WORKERS}, self.topo)
         jp = it.plan_job(self.topo, w, blue=["s1"] if blue else [])
         entries = it.network_intent(self.topo, [jp], threshold).entries()
-        return deploy({"s1": self.switch.address}, entries, PIPE)
+        return deploy({"s1": self.switch.address}, entries, PIPE, sideband=run_cli)
 
     def counters(self, name: str) -> dict[int, tuple[int, int]]:
         with SwitchClient(self.switch.address, PIPE.schema, writer=False) as c:

@@ -29,6 +29,7 @@ from bmv2_three import EDGE, HOSTS, WORKERS, three_switch_tree
 
 from innet import aggpacket as ap
 from innet.aggproto import Destination, JobEntry, SwitchModel, Worker
+from innet.bmv2.thrift import run_cli
 from innet.p4rt.client import SwitchAddress, SwitchClient
 from innet.p4rt.deploy import deploy
 from innet.plan import intent as it
@@ -117,7 +118,7 @@ class Tree:
                                        "slots": j.slots}, self.topo)
             plans.append(it.plan_job(self.topo, w, blue=list(j.blue)))
         intent = it.network_intent(self.topo, plans, held=self.held, drop_probability=drop)
-        deploy(self.addresses, intent.entries(), PIPE)
+        deploy(self.addresses, intent.entries(), PIPE, sideband=run_cli)
         self.held = it.held_slots(intent.entries())
         return intent
 

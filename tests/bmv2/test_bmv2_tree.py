@@ -22,9 +22,9 @@ from bmv2_three import HOSTS, WORKERS, three_switch_tree
 from p4rt_helpers import eventually
 
 from innet import aggpacket as ap
+from innet.bmv2.thrift import run_cli
 from innet.p4rt.client import SwitchAddress, SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy
-from innet.p4rt.thrift import run_cli
 from innet.plan import intent as it
 from innet.plan import program as pg
 from innet.plan.pipeline import load_pipeline
@@ -55,7 +55,8 @@ class Tree:
     def deploy(self, blue: list[str]) -> DeployResult:
         w = it.workload_from_dict({"job": 4, "workers": WORKERS}, self.topo)
         jp = it.plan_job(self.topo, w, blue=blue)
-        return deploy(self.addresses, it.network_intent(self.topo, [jp]).entries(), PIPE)
+        return deploy(self.addresses, it.network_intent(self.topo, [jp]).entries(), PIPE,
+                      sideband=run_cli)
 
     def events(self, name: str) -> list[int]:
         with SwitchClient(self.addresses[name], PIPE.schema, writer=False) as c:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from innet.bmv2.thrift import QueueSetting, run_cli, set_queues
 from innet.errors import InputError
 from innet.p4rt.client import SwitchAddress, SwitchError
-from innet.p4rt.thrift import QueueSetting, run_cli, set_queues
 
 ADDR = SwitchAddress("s3", "127.0.0.1:50053", 0, 9092)
 

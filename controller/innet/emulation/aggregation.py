@@ -150,8 +150,8 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     from tqdm import tqdm
 
     from innet.bmv2.local import switch_addresses
+    from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
     from innet.p4rt.controller import Controller, SwitchTarget, events_to
-    from innet.p4rt.thrift import QueueSetting
     from innet.plan.intent import NetworkIntent
     from innet.plan.pipeline import load_pipeline
 
@@ -189,7 +189,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     # switches the controller did not start. The long-running controller keeps every switch
     # on the current plan (a switch that restarts mid-run is restored, its queues too); each
     # plan change waits until every switch holds it.
-    queues = (QueueSetting(depth=QUEUE_DEPTH),)
+    queues = queue_commands([QueueSetting(depth=QUEUE_DEPTH)])
 
     def targets(intent: NetworkIntent) -> dict[str, SwitchTarget]:
         return {s: SwitchTarget(es, queues) for s, es in intent.entries().items()
@@ -202,7 +202,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
         first = next(iter(plans.values()))
         intent = network_intent(topo, first, held=held, drop_probability=loss)
         held = held_slots(intent.entries())
-        with Controller(addresses, pipeline, targets(intent)) as ctl:
+        with Controller(addresses, pipeline, targets(intent), sideband=run_cli) as ctl:
             bar = tqdm(list(plans.items()), desc="strategies", unit="plan",
                        disable=not progress)
             for i, (name, jps) in enumerate(bar):
@@ -214,7 +214,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                     held = held_slots(intent.entries())
                     ctl.set_targets(targets(intent))
                 applied = ctl.wait_synced(SYNC_TIMEOUT)
-                writes = sum(d.diff.writes for d in applied.values())
+                writes = sum(d.writes for d in applied.values())
                 before = _counters(ctl.session, addresses, C_AGG_FIRST)
                 rep_before = _counters(ctl.session, addresses, C_AGG_REPEAT)
                 ev_before = _counters(ctl.session, addresses, C_AGG_EVENTS)

@@ -102,11 +102,11 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
                 seed: int = 0, pcap: bool = False, progress: bool = True,
                 slowdown: float = DEFAULT_SLOWDOWN) -> dict[str, Any]:
     from innet.bmv2.local import switch_addresses
+    from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
     from innet.cassini import load_jobs
     from innet.cassini.scheduler import schedule
     from innet.emulation.net import running_network
     from innet.p4rt.controller import Controller, SwitchTarget, events_to
-    from innet.p4rt.thrift import QueueSetting
     from innet.plan.intent import network_intent
     from innet.plan.pipeline import load_pipeline
 
@@ -142,11 +142,12 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
                      if not topo.switches[s].remote}
         intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
         setting = QueueSetting(rate_pps=round(capacity_pps / slowdown), depth=queue_depth)
-        targets = {s: SwitchTarget(es, (setting,)) for s, es in intent.entries().items()
+        targets = {s: SwitchTarget(es, queue_commands([setting]))
+                   for s, es in intent.entries().items()
                    if s in addresses}
         # the long-running controller keeps routes, ECN threshold and queue settings on every
         # switch for the whole run, restoring one that restarts
-        with Controller(addresses, pipeline, targets) as ctl:
+        with Controller(addresses, pipeline, targets, sideband=run_cli) as ctl:
             ctl.wait_synced(60.0)
             for plan, order, flows in arms:
                 if progress:

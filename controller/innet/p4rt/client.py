@@ -27,7 +27,7 @@ from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException
 
 from innet.errors import InputError, NetworkError
 from innet.p4rt import encode
-from innet.p4rt.entities import Entry
+from innet.p4rt.entities import CloneSession, Entry, MulticastGroup
 from innet.p4rt.schema import Pipeline, Schema
 
 log = logging.getLogger("innet.p4rt")
@@ -346,6 +346,21 @@ class SwitchClient:
                                   code=exc.code) from None
             log.debug("%s: %s %d entries", self.name, kind, len(chunk))
 
+    def write_replication(self, kind: str,
+                          items: Sequence[MulticastGroup | CloneSession]) -> None:
+        """Insert, modify or delete multicast groups and clone sessions, BATCH per request."""
+        for start in range(0, len(items), BATCH):
+            chunk = items[start:start + BATCH]
+            req = p4runtime_pb2.WriteRequest()
+            req.updates.extend(encode.replication_update(kind, item) for item in chunk)
+            try:
+                self.write_request(req)
+            except WriteError as exc:
+                text = "; ".join(f"{kind} {chunk[i]}: {code}: {msg}"
+                                 for i, code, msg in exc.errors)
+                raise WriteError(f"{self.address}: {text}", exc.errors) from None
+            log.debug("%s: %s %d replication entries", self.name, kind, len(chunk))
+
     # -- reads -----------------------------------------------------------------------------
 
     def _read(self, entities: Sequence[Any], what: str) -> Iterator[Any]:
@@ -364,6 +379,16 @@ class SwitchClient:
         ents = encode.read_tables(self.schema, tables, defaults)
         return [encode.entry_from_proto(self.schema, e.table_entry)
                 for e in self._read(ents, "table entries")]
+
+    def read_replication(self) -> list[MulticastGroup | CloneSession]:
+        """Every multicast group and clone session of the packet replication engine (group
+        and session id 0 are P4Runtime's wildcards), groups first, each in id order."""
+        groups, sessions = p4runtime_pb2.Entity(), p4runtime_pb2.Entity()
+        groups.packet_replication_engine_entry.multicast_group_entry.SetInParent()
+        sessions.packet_replication_engine_entry.clone_session_entry.SetInParent()
+        out = [encode.replication_from_proto(e)
+               for e in self._read([groups, sessions], "multicast groups and clone sessions")]
+        return sorted(out, key=lambda r: (isinstance(r, CloneSession), r.key))
 
     def count_entries(self) -> int:
         """Table entries of every table, whatever program runs (none loaded: 0)."""

@@ -10,11 +10,12 @@ never holds up the others. Each thread runs the same small state machine (docs/c
 As primary, it reconciles: on connecting, on becoming primary, when the intent changes and
 every `interval` seconds. Reconciling is the one-shot deploy's `deploy_switch`: read the
 pipeline cookie (missing or foreign: load the program), read the entries, write the
-difference; BMv2 queue settings go out on every new session and after every program load
-(they cannot be read back, and a restarted switch has lost them). As standby it writes
-nothing and says so once; it watches the stream's arbitration messages and takes over when the
-switch makes it primary (the primary's stream ended), or claims the switch when the switch
-reports that nobody is primary.
+difference, multicast groups and clone sessions included; the target's set-up commands (BMv2
+queue settings, through the side channel handed in) go out on every new session and after
+every program load (they cannot be read back, and a restarted switch has lost them). As
+standby it writes nothing and says so once; it watches the stream's arbitration messages and
+takes over when the switch makes it primary (the primary's stream ended), or claims the switch
+when the switch reports that nobody is primary.
 
 Events (connected, program loaded, drift repaired, stream lost, role changed, unreachable)
 are logged one line each on the "innet.controller" logger, tagged with the switch name.
@@ -40,10 +41,9 @@ from innet.p4rt.client import (
     WriteError,
     format_election,
 )
-from innet.p4rt.deploy import SwitchDeploy, deploy_switch
+from innet.p4rt.deploy import Replication, Sideband, SwitchDeploy, deploy_switch
 from innet.p4rt.entities import Describe, Entry
 from innet.p4rt.schema import Pipeline
-from innet.p4rt.thrift import QueueSetting
 
 log = logging.getLogger("innet.controller")
 
@@ -62,10 +62,12 @@ DESYNC = ("ALREADY_EXISTS", "NOT_FOUND")
 
 @dataclass(frozen=True, slots=True)
 class SwitchTarget:
-    """What one switch must hold: table entries (defaults included) and BMv2 queue settings."""
+    """What one switch must hold: table entries (defaults included), multicast groups and
+    clone sessions, and the side-channel commands that set it up (BMv2 queue settings)."""
 
     entries: tuple[Entry, ...]
-    queues: tuple[QueueSetting, ...] = ()
+    setup: tuple[str, ...] = ()
+    replication: tuple[Replication, ...] = ()
 
 
 @dataclass
@@ -96,19 +98,21 @@ class Controller:
     `election_id` (default: the writers' (1, 0)) decides mastership: a controller with a
     higher one takes a switch over, and this one stands by. `backup` gives a standby id below
     every writer's. `set_targets` moves the network to a new intent; `wait_synced` blocks until
-    every switch holds it.
+    every switch holds it. `sideband` carries the targets' set-up commands and the register
+    cleaning (innet.bmv2.thrift.run_cli for BMv2).
     """
 
     def __init__(self, addresses: Mapping[str, SwitchAddress], pipeline: Pipeline,
                  targets: Mapping[str, SwitchTarget], *, interval: float = DEFAULT_INTERVAL,
                  election_id: tuple[int, int] | None = None, backup: bool = False,
-                 backoff_max: float = BACKOFF_MAX) -> None:
+                 backoff_max: float = BACKOFF_MAX, sideband: Sideband | None = None) -> None:
         unknown = sorted(set(targets) - set(addresses))
         if unknown:
             raise SwitchError(f"no address for switch {unknown[0]!r}")
         if interval <= 0:
             raise ValueError("interval must be > 0")
         self.pipeline = pipeline
+        self.sideband = sideband
         self.interval = interval
         self.backoff_max = max(backoff_max, BACKOFF_MIN)
         if election_id is None:
@@ -248,11 +252,15 @@ def events_to(path: Path) -> Iterator[None]:
 
 
 def _summary(d: SwitchDeploy, describe: Describe, limit: int = 3) -> str:
-    diff = d.diff
+    diff, pre = d.diff, d.replication
     parts = [f"+{len(diff.insert)} ~{len(diff.modify)} -{len(diff.delete)}"]
     shown = ([f"+ {describe(e)}" for e in diff.insert] + [f"~ {describe(n)}" for _, n in
                                                           diff.modify]
-             + [f"- {describe(e)}" for e in diff.delete])
+             + [f"- {describe(e)}" for e in diff.delete]
+             + [f"+ {r}" for r in pre.insert] + [f"~ {r}" for r in pre.modify]
+             + [f"- {r}" for r in pre.delete])
+    if pre.writes:
+        parts[0] += f" (replication +{len(pre.insert)} ~{len(pre.modify)} -{len(pre.delete)})"
     if shown and not d.pipeline:
         parts.append("; ".join(shown[:limit]) + (" ..." if len(shown) > limit else ""))
     out = ": ".join(parts)
@@ -338,7 +346,8 @@ class _Worker:
                 continue
             try:
                 result = deploy_switch(client, ctl.pipeline, target.entries,
-                                       queues=target.queues, always_queues=fresh,
+                                       replication=target.replication, setup=target.setup,
+                                       sideband=ctl.sideband, always_setup=fresh,
                                        reload=reload)
             except WriteError as exc:
                 desync = any(code in DESYNC for _, code, _ in exc.errors)
@@ -382,11 +391,11 @@ class _Worker:
                          " again: the switch came back without it" if self.loaded_once else "")
                 event(self.name, f"program loaded{again}; cookie {ctl.pipeline.cookie:#x}; "
                                  f"{_summary(result, ctl.pipeline.schema.describe)} entries"
-                                 + (", queues set" if target.queues else ""))
-            elif result.diff.writes:
+                                 + (", set-up sent" if result.setup_sent else ""))
+            elif result.writes:
                 event(self.name, f"repaired {_summary(result, ctl.pipeline.schema.describe)}")
-            elif fresh and target.queues:
-                event(self.name, "in the intended state; queues set")
+            elif result.setup_sent:
+                event(self.name, "in the intended state; set-up sent")
             elif fresh:
                 event(self.name, "in the intended state")
             view = ctl.views()[self.name]

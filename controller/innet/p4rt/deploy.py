@@ -3,12 +3,20 @@
 Per switch: if it does not run the program (its pipeline cookie differs) the program is
 loaded first; then its entries in the managed tables are read, compared with the intent, and
 the difference goes out as at most three Write requests: deletes, then modifies, then inserts.
+When the program's `managed` owns the packet replication engine, its multicast groups and
+clone sessions are read and diffed by id the same way (new groups go out before the entries
+that may name them, unwanted ones after the entries that named them are gone).
 Deletes first free table space, and P4Runtime applies the updates of one batch in no fixed
 order, so kinds never share a batch. An entry whose key is unchanged but whose action data
 differs is one MODIFY, never a delete plus an insert: a new plan costs the fewest writes, and
 the same plan twice costs none. The register slots of an aggregation entry that was deleted or
-changed are zeroed afterwards, through thrift, by the commands the pipeline's `managed`
-hooks give (innet's: innet.plan.registers).
+changed are zeroed afterwards by the commands the pipeline's `managed` hooks give (innet's:
+innet.plan.registers), sent through the target's side channel.
+
+What P4Runtime cannot say (BMv2's queue rates and depths, register cleaning) goes through a
+`Sideband`: a function that takes a switch address and text commands, handed in by the layer
+that knows the target (innet.bmv2.thrift.run_cli for BMv2). This layer only passes the
+commands on.
 
 Switches are deployed in parallel and independently: one that cannot be reached or refuses
 is reported with its reason next to the results of the others, never instead of them. Deploy
@@ -27,9 +35,13 @@ from typing import TypeVar
 from innet.errors import InputError
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
-from innet.p4rt.entities import Entry, Match
+from innet.p4rt.entities import CloneSession, Entry, Match, MulticastGroup
 from innet.p4rt.schema import Pipeline
-from innet.p4rt.thrift import QueueSetting, run_cli, set_queues
+
+Replication = MulticastGroup | CloneSession
+# A target's channel for what P4Runtime cannot say: (switch address, text commands). It raises
+# SwitchError when the switch refuses; what it returns is ignored.
+Sideband = Callable[[SwitchAddress, Sequence[str]], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +75,38 @@ def diff(current: Iterable[Entry], desired: Iterable[Entry]) -> Diff:
     return Diff(insert, modify, delete)
 
 
+def replication_key(item: Replication) -> tuple[str, int]:
+    return ("group" if isinstance(item, MulticastGroup) else "session", item.key)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationDiff:
+    """Multicast groups and clone sessions to insert, to change (the new value) and delete."""
+
+    insert: tuple[Replication, ...] = ()
+    modify: tuple[Replication, ...] = ()
+    delete: tuple[Replication, ...] = ()
+
+    @property
+    def writes(self) -> int:
+        return len(self.insert) + len(self.modify) + len(self.delete)
+
+
+def diff_replication(current: Iterable[Replication], desired: Iterable[Replication]
+                     ) -> ReplicationDiff:
+    """What turns the replication engine's `current` groups and sessions into `desired`."""
+    have = {replication_key(r): r for r in current}
+    want: dict[tuple[str, int], Replication] = {}
+    for r in desired:
+        k = replication_key(r)
+        if k in want and want[k] != r:
+            raise InputError(f"two different values for {k[0]} {k[1]}: {want[k]} and {r}")
+        want[k] = r
+    return ReplicationDiff(tuple(r for k, r in want.items() if k not in have),
+                           tuple(r for k, r in want.items() if k in have and have[k] != r),
+                           tuple(r for k, r in have.items() if k not in want))
+
+
 @dataclass(frozen=True, slots=True)
 class SwitchDeploy:
     """What deploying did (or, in a dry run, would do) on one switch."""
@@ -73,11 +117,17 @@ class SwitchDeploy:
     diff: Diff
     seconds: float
     cleaned_slots: tuple[int, ...] = ()  # aggregation slots returned to their power-on state
-    note: str | None = None  # what could not be done (slots to clean but no thrift port)
+    note: str | None = None  # what could not be done (slots to clean but no side channel)
+    replication: ReplicationDiff = ReplicationDiff()
+    setup_sent: bool = False  # the set-up commands went out through the side channel
+
+    @property
+    def writes(self) -> int:
+        return self.diff.writes + self.replication.writes
 
     @property
     def changed(self) -> bool:
-        return self.pipeline or self.diff.writes > 0
+        return self.pipeline or self.writes > 0
 
 
 @dataclass(frozen=True)
@@ -93,7 +143,7 @@ class DeployResult:
 
     @property
     def writes(self) -> int:
-        return sum(s.diff.writes for s in self.switches.values())
+        return sum(s.writes for s in self.switches.values())
 
     @property
     def pipelines(self) -> int:
@@ -101,46 +151,67 @@ class DeployResult:
 
 
 def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[Entry], *,
-                  dry_run: bool = False, queues: Sequence[QueueSetting] = (),
-                  always_queues: bool = True, reload: bool = False) -> SwitchDeploy:
-    """Bring one switch to `entries` (program first when needed) with the fewest writes.
+                  replication: Sequence[Replication] = (), dry_run: bool = False,
+                  setup: Sequence[str] = (), sideband: Sideband | None = None,
+                  always_setup: bool = True, reload: bool = False) -> SwitchDeploy:
+    """Bring one switch to `entries` and `replication` (program first when needed) with the
+    fewest writes.
 
-    BMv2 queue settings cannot be read back, so they go out when `always_queues` (one-shot
-    deploy) or when the program was just loaded (the long-running controller, which also sends
-    them on every new session: a restarted switch has lost them). `reload` loads the program
-    even when the cookie matches: the way back when the switch's P4Runtime server no longer
-    agrees with its own tables (someone changed them through BMv2's thrift CLI)."""
+    `setup` are side-channel commands that cannot be read back (BMv2's queue settings), so
+    they go out when `always_setup` (one-shot deploy) or when the program was just loaded (the
+    long-running controller, which also sends them on every new session: a restarted switch
+    has lost them). `reload` loads the program even when the cookie matches: the way back when
+    the switch's P4Runtime server no longer agrees with its own tables (someone changed them
+    behind its back, e.g. through BMv2's thrift CLI)."""
     t0 = time.perf_counter()
     desired = [normalise(pipeline.schema, e) for e in entries]
+    owns_pre = pipeline.managed.replication
+    if replication and not owns_pre:
+        raise InputError("the intent has multicast groups or clone sessions, but the program's "
+                         "managed set does not own the replication engine")
     load = reload or client.pipeline_cookie() != pipeline.cookie
-    if load and dry_run:
-        current: list[Entry] = []  # the switch's state would be wiped by the load
-    else:
+    current: list[Entry] = []
+    current_pre: list[Replication] = []
+    if not (load and dry_run):  # a load would wipe the switch's state
         if load:
             client.set_pipeline(pipeline)
         current = client.read_entries(pipeline.managed.tables,
                                        pipeline.managed.default_tables)
+        if owns_pre:
+            current_pre = client.read_replication()
     d = diff(current, desired)
+    pre = diff_replication(current_pre, replication) if owns_pre else ReplicationDiff()
+    sent = False
     if not dry_run:
+        if pre.insert:
+            client.write_replication("insert", pre.insert)
+        if pre.modify:
+            client.write_replication("modify", pre.modify)
         if d.delete:
             client.write("delete", d.delete)
         if d.modify:
             client.write("modify", [new for _, new in d.modify])
         if d.insert:
             client.write("insert", d.insert)
-        if queues and (always_queues or load):
-            set_queues(client.address, queues)
+        if pre.delete:
+            client.write_replication("delete", pre.delete)
+        if setup and (always_setup or load):
+            if sideband is None:
+                raise SwitchError(f"{client.address}: {len(setup)} set-up commands to send but "
+                                  "no side channel to the switch")
+            sideband(client.address, setup)
+            sent = True
     slots = () if load else pipeline.managed.stale_slots(
         [*d.delete, *(old for old, _ in d.modify if old)])
     note = None
     if slots and not dry_run:
-        if client.address.thrift_port is None:
-            note = f"slots {slots[0]}..{slots[-1]} not cleaned: no thrift port known"
+        if sideband is None or client.address.thrift_port is None:
+            note = f"slots {slots[0]}..{slots[-1]} not cleaned: no side channel to the switch"
         else:
-            run_cli(client.address, pipeline.managed.clean_commands(pipeline.device_config,
-                                                                    slots))
+            sideband(client.address, pipeline.managed.clean_commands(pipeline.device_config,
+                                                                     slots))
     return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0,
-                        slots if note is None else (), note)
+                        slots if note is None else (), note, pre, sent)
 
 
 T = TypeVar("T")
@@ -168,24 +239,33 @@ def _each(names: Sequence[str], fn: Callable[[str], T]) -> dict[str, T | SwitchE
 def deploy(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
            pipeline: Pipeline, *, dry_run: bool = False,
            clients: Mapping[str, SwitchClient] | None = None,
-           queues: Sequence[QueueSetting] = ()) -> DeployResult:
-    """Deploy `entries` (per switch) to the switches at `addresses`, all in parallel.
+           replication: Mapping[str, Sequence[Replication]] | None = None,
+           setup: Sequence[str] = (), sideband: Sideband | None = None) -> DeployResult:
+    """Deploy `entries` and `replication` (per switch) to the switches at `addresses`, all in
+    parallel.
 
     Every switch gets a result: its SwitchDeploy, or in `failed` the reason it could not be
     brought to the intent. With `clients` (open sessions) no connection is opened or closed
-    here; otherwise each session is closed on every path. `queues` go to every switch (thrift).
+    here; otherwise each session is closed on every path. `setup` goes to every switch through
+    `sideband`.
     """
     unknown = sorted(set(entries) - set(addresses))
     if unknown:
         raise InputError(f"no address for switch {unknown[0]!r}")
     t0 = time.perf_counter()
 
+    pre = replication or {}
+
     def one(name: str) -> SwitchDeploy:
+        def on(client: SwitchClient) -> SwitchDeploy:
+            return deploy_switch(client, pipeline, entries[name],
+                                 replication=pre.get(name, ()), dry_run=dry_run,
+                                 setup=setup, sideband=sideband)
+
         if clients is not None and name in clients:
-            return deploy_switch(clients[name], pipeline, entries[name], dry_run=dry_run,
-                                 queues=queues)
+            return on(clients[name])
         with SwitchClient(addresses[name], pipeline.schema, writer=not dry_run) as c:
-            return deploy_switch(c, pipeline, entries[name], dry_run=dry_run, queues=queues)
+            return on(c)
 
     done = _each(list(entries), one)
     ok = {n: r for n, r in done.items() if not isinstance(r, SwitchError)}
@@ -205,6 +285,7 @@ class SwitchStatus:
     entries: tuple[Entry, ...]
     counters: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     error: str | None = None  # why it could not be read
+    replication: tuple[Replication, ...] = ()
 
 
 def read_status(client: SwitchClient, pipeline: Pipeline) -> SwitchStatus:
@@ -215,7 +296,9 @@ def read_status(client: SwitchClient, pipeline: Pipeline) -> SwitchStatus:
     entries = tuple(client.read_entries(pipeline.managed.tables,
                                        pipeline.managed.default_tables))
     counters = {name: client.read_counters(name) for name in pipeline.managed.counters}
-    return SwitchStatus(client.name, client.address.grpc, True, entries, counters)
+    pre = tuple(client.read_replication()) if pipeline.managed.replication else ()
+    return SwitchStatus(client.name, client.address.grpc, True, entries, counters,
+                        replication=pre)
 
 
 def status(addresses: Mapping[str, SwitchAddress], pipeline: Pipeline) -> dict[str, SwitchStatus]:
@@ -231,5 +314,6 @@ def status(addresses: Mapping[str, SwitchAddress], pipeline: Pipeline) -> dict[s
             if isinstance(r, SwitchStatus)}
 
 
-__all__ = ["DeployResult", "Diff", "SwitchDeploy", "SwitchError", "SwitchStatus", "deploy",
-           "deploy_switch", "diff", "read_status", "status"]
+__all__ = ["DeployResult", "Diff", "Replication", "ReplicationDiff", "Sideband", "SwitchDeploy",
+           "SwitchError", "SwitchStatus", "deploy", "deploy_switch", "diff", "diff_replication",
+           "read_status", "status"]

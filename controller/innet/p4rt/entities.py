@@ -56,6 +56,10 @@ class MulticastGroup:
     group_id: int
     replicas: tuple[Replica, ...] = ()
 
+    def __post_init__(self) -> None:
+        # canonical: the intent and what a switch reports compare equal whatever the order
+        object.__setattr__(self, "replicas", tuple(sorted(self.replicas)))
+
     @property
     def key(self) -> int:
         return self.group_id
@@ -70,6 +74,9 @@ class CloneSession:
     replicas: tuple[Replica, ...] = ()
     class_of_service: int = 0
     packet_length_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "replicas", tuple(sorted(self.replicas)))
 
     @property
     def key(self) -> int:

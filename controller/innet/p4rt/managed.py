@@ -23,12 +23,16 @@ def _no_commands(_device_config: bytes, _slots: Sequence[int]) -> list[str]:
 @dataclass(frozen=True)
 class Managed:
     """The tables whose every entry is the controller's, the tables whose default action it
-    sets, the counters a status reads, and the register cleaning after a plan change:
-    `stale_slots` (which register slots the deleted or changed entries, as the switch held
-    them, leave stale) and `clean_commands` (the BMv2 thrift commands that zero them)."""
+    sets, the counters a status reads, whether it owns the replication engine, and the
+    register cleaning after a plan change: `stale_slots` (which register slots the deleted or
+    changed entries, as the switch held them, leave stale) and `clean_commands` (the
+    commands, for the target's side channel, that zero them)."""
 
     tables: tuple[str, ...] = ()
     default_tables: tuple[str, ...] = ()
     counters: tuple[str, ...] = ()
     stale_slots: Callable[[Iterable[Entry]], tuple[int, ...]] = _no_slots
     clean_commands: Callable[[bytes, Sequence[int]], list[str]] = _no_commands
+    # the packet replication engine (multicast groups, clone sessions) is the controller's:
+    # groups and sessions the intent does not name are deleted
+    replication: bool = False

@@ -64,6 +64,9 @@ class FakeDevice:
     defaults: dict[int, Any] = field(default_factory=dict)
     initial_defaults: dict[int, Any] = field(default_factory=dict)
     counters: dict[int, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    # packet replication engine: ("multicast_group_entry" | "clone_session_entry", id) -> its
+    # PacketReplicationEngineEntry, as written (BMv2 keeps it across pipeline loads too)
+    replication: dict[tuple[str, int], Any] = field(default_factory=dict)
     elections: dict[int, tuple[int, int]] = field(default_factory=dict)  # stream -> id
     write_requests: list[Any] = field(default_factory=list)
     pipeline_loads: int = 0
@@ -87,6 +90,7 @@ class FakeDevice:
         self.cookie = None
         self.device_config = b""
         self.entries, self.defaults, self.initial_defaults, self.counters = {}, {}, {}, {}
+        self.replication = {}
 
     def bump_counter(self, name: str, index: int, packets: int, octets: int) -> None:
         """Pretend traffic went through: add to one cell of an indexed counter."""
@@ -282,6 +286,8 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
                         self._read_tables(dev, schema, ent.table_entry, rep)
                     elif kind == "counter_entry":
                         self._read_counters(dev, schema, ent.counter_entry, rep)
+                    elif kind == "packet_replication_engine_entry":
+                        self._read_replication(dev, ent.packet_replication_engine_entry, rep)
                     else:
                         context.abort(grpc.StatusCode.UNIMPLEMENTED,
                                       f"reading {kind} is not supported")
@@ -293,6 +299,9 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
 
     def _apply(self, dev: FakeDevice, schema: Schema, up: Any) -> None:
         kind = up.entity.WhichOneof("entity")
+        if kind == "packet_replication_engine_entry":
+            self._apply_replication(dev, up)
+            return
         if kind != "table_entry":
             raise _Reject(code_pb2.UNIMPLEMENTED, f"writing {kind} is not supported")
         te = up.entity.table_entry
@@ -340,6 +349,41 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
         store[key] = stored
 
     # -- reads -----------------------------------------------------------------------------
+
+    def _apply_replication(self, dev: FakeDevice, up: Any) -> None:
+        pre = up.entity.packet_replication_engine_entry
+        kind = pre.WhichOneof("type")
+        if kind not in ("multicast_group_entry", "clone_session_entry"):
+            raise _Reject(code_pb2.INVALID_ARGUMENT, f"unknown replication entry {kind}")
+        item = getattr(pre, kind)
+        ident = int(item.multicast_group_id if kind == "multicast_group_entry"
+                    else item.session_id)
+        if ident == 0:
+            raise _Reject(code_pb2.INVALID_ARGUMENT, f"{kind} id 0 is reserved")
+        key = (kind, ident)
+        if up.type == p4runtime_pb2.Update.INSERT:
+            if key in dev.replication:
+                raise _Reject(code_pb2.ALREADY_EXISTS, f"{kind} {ident} already exists")
+        elif key not in dev.replication:
+            raise _Reject(code_pb2.NOT_FOUND, f"{kind} {ident} does not exist")
+        if up.type == p4runtime_pb2.Update.DELETE:
+            del dev.replication[key]
+            return
+        stored = p4runtime_pb2.PacketReplicationEngineEntry()
+        stored.CopyFrom(pre)
+        dev.replication[key] = stored
+
+    def _read_replication(self, dev: FakeDevice, pre: Any, rep: Any) -> None:
+        """Group (session) id 0 reads every group (session); another id, that one."""
+        kind = pre.WhichOneof("type")
+        if kind not in ("multicast_group_entry", "clone_session_entry"):
+            raise _Reject(code_pb2.INVALID_ARGUMENT, f"unknown replication entry {kind}")
+        item = getattr(pre, kind)
+        ident = int(item.multicast_group_id if kind == "multicast_group_entry"
+                    else item.session_id)
+        for (k, i), stored in sorted(dev.replication.items(), key=lambda kv: kv[0]):
+            if k == kind and ident in (0, i):
+                rep.entities.add().packet_replication_engine_entry.CopyFrom(stored)
 
     def _read_tables(self, dev: FakeDevice, schema: Schema, te: Any, rep: Any) -> None:
         if te.table_id == 0:

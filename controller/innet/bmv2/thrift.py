@@ -64,7 +64,13 @@ def run_cli(address: SwitchAddress, commands: Sequence[str], *, timeout: float =
     return text
 
 
+def queue_commands(settings: Sequence[QueueSetting]) -> tuple[str, ...]:
+    """The CLI commands of `settings`, in order: what the controller sends as a switch's set-up
+    (innet.p4rt.controller.SwitchTarget.setup)."""
+    return tuple(c for s in settings for c in s.commands())
+
+
 def set_queues(address: SwitchAddress, settings: Sequence[QueueSetting]) -> None:
-    cmds = [c for s in settings for c in s.commands()]
+    cmds = queue_commands(settings)
     if cmds:
         run_cli(address, cmds)
