@@ -57,14 +57,6 @@ def register(sub: Any) -> None:
     demo.set_defaults(func=cmd_demo)
 
 
-def _run_command(argv: list[str]) -> None:
-    """Run another innet subcommand in-process, as a user would type it."""
-    from innet.cli import build_parser
-
-    args = build_parser().parse_args(argv)
-    args.func(args)
-
-
 def _section(title: str) -> None:
     print(f"\n== {title} ==", flush=True)
 
@@ -80,8 +72,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
+    from innet.cassini.evaluation import (
+        evaluate_cluster,
+        evaluate_link,
+        evaluation_text,
+        write_report,
+    )
+    from innet.cassini.fluid import FluidConfig
+    from innet.cassini.geometry import DEFAULT_PRECISION_DEG
+    from innet.cassini.profiles import load_jobs
     from innet.emulation.net import require_bmv2, require_mininet
-    from innet.soar.cli import compare_rows
+    from innet.soar.baselines import compare_text
     from innet.soar.experiments import run_experiment
     from innet.soar.generate import binary_tree
     from innet.table import format_table
@@ -103,11 +104,8 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
     for label, t, k in (("bt15 (16 workers to h0)", tree, 4),
                         ("BT(256), uniform loads, linear rates", binary_tree(256,
                          rates="linear"), 16)):
-        rows = compare_rows(t, k, 0)
         print(f"{label}, k = {k}:")
-        print(format_table(["strategy", "cost (phi)", "ratio to all-red", "blue"],
-                           [[r["strategy"], r["cost"], r["ratio"], len(r["blue"])]
-                            for r in rows], digits=4))
+        print(compare_text(t, k)[1])
     done.append("SOAR comparison")
 
     _section("SOAR: fig6 of the paper" + (" (quick)" if args.quick else ""))
@@ -117,15 +115,22 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
     done.append(f"SOAR fig6 -> {out / 'soar-fig6'}")
 
     _section("CASSINI: fluid evaluation (model)")
-    for name, where in (
-        ("vgg19-pair", ["--jobs", _shipped(EXAMPLES / "jobs-vgg19-pair.json"), "--capacity",
-                        "50"]),
-        ("13-jobs", ["--jobs", _shipped(EXAMPLES / "jobs-13.json"), "--topology", leafspine]),
-    ):
+    config = FluidConfig(iterations=30 if args.quick else 100)
+    config.check()
+    for name, jobs_file in (("vgg19-pair", "jobs-vgg19-pair.json"), ("13-jobs", "jobs-13.json")):
         folder = out / f"cassini-{name}"
-        print(f"{name}:")
-        _run_command(["cassini", "evaluate", *where, "--out", str(folder),
-                      *(["--iterations", "30"] if args.quick else [])])
+        folder.mkdir(parents=True, exist_ok=True)
+        jobs = load_jobs(_shipped(EXAMPLES / jobs_file))
+        if name == "vgg19-pair":  # two jobs on one 50 Gbps link
+            ev = evaluate_link(jobs, 50.0, config, precision_deg=DEFAULT_PRECISION_DEG)
+        else:  # 13 jobs placed on the 24-server leaf-spine
+            ev = evaluate_cluster(load_topology(leafspine), jobs, config, candidates=20,
+                                  checked=20, precision_deg=DEFAULT_PRECISION_DEG)
+        print(f"{name} ({jobs_file} on {ev.where}):")
+        print(evaluation_text(ev))
+        for path in write_report(ev, folder, f"cassini-{Path(jobs_file).stem}-",
+                                 f"{jobs_file} on {ev.where}"):
+            print(f"wrote {path}")
         done.append(f"CASSINI fluid {name} -> {folder}")
 
     _section("Emulation: BMv2 switches in Mininet")

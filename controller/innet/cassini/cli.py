@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import math
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from innet.argtypes import SEED, float_in, int_in, positive_float
-from innet.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
+from innet.cassini.evaluation import (
+    evaluate_cluster,
+    evaluate_link,
+    evaluation_text,
+    write_report,
+)
+from innet.cassini.fluid import FluidConfig
 from innet.cassini.geometry import (
     DEFAULT_PRECISION_DEG,
     best_shifts,
     check_capacity,
     check_precision,
-    unified_circle,
 )
 from innet.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
-from innet.cassini.scheduler import ClusterPlan, Schedule, schedule
+from innet.cassini.scheduler import Schedule, schedule
 from innet.errors import InputError
 from innet.jsonout import dumps, print_json
 from innet.outpaths import output_dir, output_file
@@ -297,25 +302,23 @@ def cmd_link(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ plan
 
 
+@contextlib.contextmanager
+def _progress(total: int) -> Iterator[Callable[[int], None]]:
+    """A bar over the candidates, on a terminal only; yields the callback that advances it."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc="scoring candidates", unit="placement",
+              disable=not sys.stderr.isatty(), leave=False, file=sys.stderr) as bar:
+        yield lambda _i: bar.update(1)
+
+
 def _schedule(args: argparse.Namespace) -> tuple[Schedule, Any, tuple[JobProfile, ...]]:
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs)
-    progress = None
-    try:
-        from tqdm import tqdm
-
-        bar = tqdm(total=args.candidates, desc="scoring candidates", unit="placement",
-                   disable=None, leave=False)
-        progress = lambda _i: bar.update(1)  # noqa: E731
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        bar = None
-    try:
+    with _progress(args.candidates) as progress:
         result = schedule(topo, jobs, candidates=args.candidates, seed=args.seed,
                           precision_deg=args.precision_deg, progress=progress,
                           checked=args.checked)
-    finally:
-        if bar is not None:
-            bar.close()
     return result, topo, jobs
 
 
@@ -360,59 +363,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------- evaluate
 
 
-Runs = list[tuple[FluidResult, float]]  # a fluid run and its plan's mean link score
-
-
-def _runs_single(jobs: Sequence[JobProfile], capacity: float, args: argparse.Namespace,
-                 config: FluidConfig) -> tuple[Runs, dict[str, Any]]:
-    solution = best_shifts(jobs, capacity, precision_deg=args.precision_deg, seed=args.seed)
-    if solution.circle.warning:
-        _warn([solution.circle.warning])
-    traffic, cap = single_link(jobs, capacity)
-    base_cfg = replace(config, realign_pct=None)
-    runs = [(simulate(jobs, traffic, cap, {}, base_cfg, "base"), solution.score_unshifted),
-            (simulate(jobs, traffic, cap, solution.shift_map(), config, "cassini"),
-             solution.score)]
-    circle = {"jobs": list(jobs), "weights": [1.0] * len(jobs), "circle": solution.circle,
-              "capacity": capacity, "after": solution.shift_map(),
-              "scores": (solution.score_unshifted, solution.score),
-              "link": "one shared link"}
-    return runs, circle
-
-
-def _pick_link(result: Schedule, jobs: Sequence[JobProfile],
-               precision: float) -> dict[str, Any] | None:
-    """The link whose circle the shifts change most, in CASSINI's placement or (if more) in
-    the base's placement with CASSINI's shifts; None when no link carries two jobs."""
-    by_name = {j.name: j for j in jobs}
-    options = [(s.score - s.score_unshifted, -k, s, plan)
-               for k, plan in enumerate((result.cassini, result.base_shifted))
-               for s in plan.shared]
-    if not options:
-        return None
-    _, _, pick, plan = max(options, key=lambda o: (o[0], o[1]))
-    members = [by_name[j] for j in pick.jobs]
-    where = "CASSINI's placement" if plan.mode == "cassini" else "the base's placement"
-    return {"jobs": members, "weights": list(pick.weights),
-            "circle": unified_circle([j.iteration_ms for j in members], precision_deg=precision),
-            "capacity": pick.capacity_gbps, "after": {j: plan.shifts_ms[j] for j in pick.jobs},
-            "scores": (pick.score_unshifted, pick.score),
-            "link": f"link {' '.join(pick.links)} in {where}"}
-
-
-def _runs_cluster(args: argparse.Namespace,
-                  config: FluidConfig) -> tuple[Runs, dict[str, Any] | None, Schedule]:
-    result, _, jobs = _schedule(args)
-    _warn(result.cassini.warnings)
-    base_cfg = replace(config, realign_pct=None)
-    runs = []
-    for plan in (result.base, result.base_shifted, result.cassini):
-        run = simulate(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms,
-                       base_cfg if plan.mode == "base" else config, plan.mode)
-        runs.append((run, plan.score))
-    return runs, _pick_link(result, jobs, args.precision_deg), result
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     config = FluidConfig(iterations=args.iterations, threshold_kb=args.threshold_kb,
                          realign_pct=args.realign_pct,
@@ -425,80 +375,30 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.jobs).stem}-"
-    plan: ClusterPlan | None = None
-    circle: dict[str, Any] | None
     if args.capacity is not None:
-        runs, circle = _runs_single(jobs, check_capacity(args.capacity), args, config)
-        where = f"one {args.capacity:g} Gbps link"
+        ev = evaluate_link(jobs, check_capacity(args.capacity), config,
+                           precision_deg=args.precision_deg, seed=args.seed)
+        where = ev.where
     else:
-        runs, circle, result = _runs_cluster(args, config)
-        plan = result.cassini
-        where = f"{args.topology}, CASSINI keeps candidate #{plan.candidate}"
-    base, best = runs[0][0], runs[-1][0]
-    normalise = len({j.iteration_ms for j in base.jobs}) > 1
-    unit = "x" if normalise else "ms"
-
-    from innet.cassini.plots import plot_cdf, plot_circle
-
-    paths = [out / f"{prefix}cdf.png"]
-    plot_cdf([run for run, _ in runs], paths[0], normalise=normalise,
-             title=f"{Path(args.jobs).name} on {where}")
-    if circle is not None:
-        paths.append(out / f"{prefix}circle.png")
-        plot_circle(circle["jobs"], circle["weights"], circle["circle"], circle["capacity"], {},
-                    circle["after"], circle["scores"], circle["link"], paths[-1])
-
-    summary = _summary(runs, normalise)
-    summary["plots"] = [str(p) for p in paths]
-    if plan is not None:
-        summary["placement"] = {k: list(v) for k, v in plan.placement.items()}
-        summary["shifts_ms"] = dict(plan.shifts_ms)
-    (out / f"{prefix}summary.json").write_text(dumps(summary, indent=1) + "\n")
+        topo = load_topology(args.topology)
+        with _progress(args.candidates) as progress:
+            ev = evaluate_cluster(topo, jobs, config, candidates=args.candidates,
+                                  checked=args.checked, precision_deg=args.precision_deg,
+                                  seed=args.seed, progress=progress)
+        assert ev.plan is not None
+        where = f"{args.topology}, CASSINI keeps candidate #{ev.plan.candidate}"
+    _warn(ev.warnings)
+    paths = write_report(ev, out, prefix, f"{Path(args.jobs).name} on {where}")
     if args.json:
-        print_json(summary)
+        print_json(ev.to_dict() | {"plots": [str(p) for p in paths]})
         return 0
     print(f"{Path(args.jobs).name} on {where}; {config.iterations} iterations per job, "
           f"marks above {config.threshold_kb:g} KB"
           + (f", agents re-align past {config.realign_pct:g}%" if config.realign_pct else ""))
-    rows = [[r["label"], r["score"], r["mean"], r["p99"], r["marks"] / 1e6,
-             r["realignments"]] for r in summary["runs"]]
-    print(format_table(["run", "score", f"mean ({unit})", f"p99 ({unit})", "marks (M pkts)",
-                        "re-alignments"], rows))
-    gain = summary["gain"]
-    marks = (f"{gain['marks_ratio']:.3g}x fewer" if best.marks > 0
-             else f"{base.marks / 1e6:.3g}M -> 0")
-    print(f"CASSINI vs base: mean {gain['mean']:.3f}x, p99 {gain['p99']:.3f}x better; marks "
-          f"{marks}")
-    print()
-    rows = []
-    for b, c in zip(base.jobs, best.jobs, strict=True):
-        if b.mean_ms > b.iteration_ms * 1.0005 or c.mean_ms > c.iteration_ms * 1.0005:
-            rows.append([b.name, b.iteration_ms, b.mean_ms, b.p99_ms, c.mean_ms, c.p99_ms,
-                         b.marks / 1e6, c.marks / 1e6])
-    if rows:
-        print(format_table(["job (slowed)", "alone (ms)", "base mean", "base p99",
-                            "cassini mean", "cassini p99", "base marks (M)",
-                            "cassini marks (M)"], rows, digits=1))
+    print(evaluation_text(ev))
     for p in paths:
         print(f"wrote {p}")
     return 0
-
-
-def _summary(runs: Runs, normalise: bool) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = []
-    for run, score in runs:
-        mean, p99 = run.summary(normalise)
-        rows.append({"label": run.label, "score": score,
-                     "mean": mean, "p99": p99, "marks": run.marks,
-                     "realignments": sum(j.realignments for j in run.jobs),
-                     "jobs": {j.name: {"iteration_ms": j.iteration_ms, "mean_ms": j.mean_ms,
-                                       "p99_ms": j.p99_ms, "marks": j.marks}
-                              for j in run.jobs}})
-    base, best = rows[0], rows[-1]
-    return {"unit": "x" if normalise else "ms", "runs": rows,
-            "gain": {"mean": base["mean"] / best["mean"], "p99": base["p99"] / best["p99"],
-                     "marks_ratio": (base["marks"] / best["marks"] if best["marks"] > 0
-                                     else float("inf") if base["marks"] > 0 else 1.0)}}
 
 
 # ----------------------------------------------------------------------------------- sweep
@@ -510,7 +410,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from innet.cassini.scheduler import DEFAULT_CHECK
-    from innet.cassini.sweep import summarise, sweep
+    from innet.cassini.sweep import summarise, sweep, sweep_text
 
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs)
@@ -535,7 +435,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plot_sweep(draws, out / "sweep-cdf.png",
                title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
                      f"{len(draws)} draws of the running jobs' servers")
-    text = _sweep_text(draws, summary)
+    text = sweep_text(draws, summary)
     (out / "sweep.json").write_text(dumps(data, indent=1) + "\n")
     (out / "sweep.txt").write_text(text + "\n")
     if args.json:
@@ -544,46 +444,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(text)
     print(f"\nwrote {out / 'sweep.txt'}, {out / 'sweep.json'}, {out / 'sweep-cdf.png'}")
     return 0
-
-
-def _sweep_text(draws: Sequence[Any], summary: dict[str, Any]) -> str:
-    rows = []
-    for d in draws:
-        b, c = d.base, d.cassini
-        rows.append([d.index, d.candidate, "yes" if d.shifted else "no", b.mean_x, c.mean_x,
-                     b.p99_x, c.p99_x, b.mean_ms, c.mean_ms, b.p99_ms, c.p99_ms,
-                     b.marks / 1e6, c.marks / 1e6, "WORSE" if d.worse() else ""])
-    table = format_table(["draw", "pick", "shifts", "base mean x", "cassini mean x",
-                          "base p99 x", "cassini p99 x", "base mean ms", "cassini mean ms",
-                          "base p99 ms", "cassini p99 ms", "base marks M", "cassini marks M",
-                          ""], rows, digits=3)
-    c, s = summary["cassini"], summary["base_shifts"]
-
-    def ratio(x: float) -> str:
-        return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
-
-    lines = [table, "",
-             f"{summary['draws']} draws; geometric mean of base / arm (above 1: faster than "
-             "the base):",
-             f"  CASSINI:       mean {c['mean_x']:.3f}x, p99 {c['p99_x']:.3f}x (slowdown); "
-             f"mean {c['mean_ms']:.3f}x, p99 {c['p99_ms']:.3f}x (ms); marks "
-             f"{ratio(c['marks_ratio'])} in total",
-             f"  base + shifts: mean {s['mean_x']:.3f}x, p99 {s['p99_x']:.3f}x (slowdown); "
-             f"mean {s['mean_ms']:.3f}x, p99 {s['p99_ms']:.3f}x (ms); marks "
-             f"{ratio(s['marks_ratio'])} in total",
-             f"  bounds: every job at its own pace: mean {summary['ideal']['mean_x']:.3f}x, "
-             f"p99 {summary['ideal']['p99_x']:.3f}x; only the running jobs' traffic "
-             f"(unshifted): mean {summary['running_only']['mean_x']:.3f}x, p99 "
-             f"{summary['running_only']['p99_x']:.3f}x, "
-             f"{summary['running_only']['marks_total'] / 1e6:.4g}M marks against the base's "
-             f"{summary['marks_total_base'] / 1e6:.4g}M",
-             f"CASSINI worse than the base by more than {100 * summary['tolerance']:g}% "
-             f"(mean or p99, ms or slowdown) in {summary['worse_draws']} of "
-             f"{summary['draws']} draws; better p99 in {summary['better_p99_draws']}, better "
-             f"mean in {summary['better_mean_draws']}, fewer marks in "
-             f"{summary['fewer_marks_draws']}, more in {summary['more_marks_draws']}; the "
-             f"base's placement kept in {summary['base_placement_kept']}."]
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------- profile and zoo

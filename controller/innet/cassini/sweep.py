@@ -33,6 +33,7 @@ from innet.cassini.scheduler import (
     schedule,
 )
 from innet.errors import InputError
+from innet.table import format_table
 from innet.topology import Topology
 
 DEFAULT_DRAWS = 40
@@ -216,3 +217,44 @@ def summarise(draws: Sequence[Draw], tolerance: float = TOLERANCE) -> dict[str, 
     out["more_marks_draws"] = sum(d.cassini.marks > d.base.marks for d in draws)
     out["base_placement_kept"] = sum(d.candidate == 0 for d in draws)
     return out
+
+
+def sweep_text(draws: Sequence[Draw], summary: dict[str, Any]) -> str:
+    """The per-draw table and the summary's lines, as `cassini sweep` prints them."""
+    rows = []
+    for d in draws:
+        b, c = d.base, d.cassini
+        rows.append([d.index, d.candidate, "yes" if d.shifted else "no", b.mean_x, c.mean_x,
+                     b.p99_x, c.p99_x, b.mean_ms, c.mean_ms, b.p99_ms, c.p99_ms,
+                     b.marks / 1e6, c.marks / 1e6, "WORSE" if d.worse() else ""])
+    table = format_table(["draw", "pick", "shifts", "base mean x", "cassini mean x",
+                          "base p99 x", "cassini p99 x", "base mean ms", "cassini mean ms",
+                          "base p99 ms", "cassini p99 ms", "base marks M", "cassini marks M",
+                          ""], rows, digits=3)
+    c, s = summary["cassini"], summary["base_shifts"]
+
+    def ratio(x: float) -> str:
+        return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
+
+    lines = [table, "",
+             f"{summary['draws']} draws; geometric mean of base / arm (above 1: faster than "
+             "the base):",
+             f"  CASSINI:       mean {c['mean_x']:.3f}x, p99 {c['p99_x']:.3f}x (slowdown); "
+             f"mean {c['mean_ms']:.3f}x, p99 {c['p99_ms']:.3f}x (ms); marks "
+             f"{ratio(c['marks_ratio'])} in total",
+             f"  base + shifts: mean {s['mean_x']:.3f}x, p99 {s['p99_x']:.3f}x (slowdown); "
+             f"mean {s['mean_ms']:.3f}x, p99 {s['p99_ms']:.3f}x (ms); marks "
+             f"{ratio(s['marks_ratio'])} in total",
+             f"  bounds: every job at its own pace: mean {summary['ideal']['mean_x']:.3f}x, "
+             f"p99 {summary['ideal']['p99_x']:.3f}x; only the running jobs' traffic "
+             f"(unshifted): mean {summary['running_only']['mean_x']:.3f}x, p99 "
+             f"{summary['running_only']['p99_x']:.3f}x, "
+             f"{summary['running_only']['marks_total'] / 1e6:.4g}M marks against the base's "
+             f"{summary['marks_total_base'] / 1e6:.4g}M",
+             f"CASSINI worse than the base by more than {100 * summary['tolerance']:g}% "
+             f"(mean or p99, ms or slowdown) in {summary['worse_draws']} of "
+             f"{summary['draws']} draws; better p99 in {summary['better_p99_draws']}, better "
+             f"mean in {summary['better_mean_draws']}, fewer marks in "
+             f"{summary['fewer_marks_draws']}, more in {summary['more_marks_draws']}; the "
+             f"base's placement kept in {summary['base_placement_kept']}."]
+    return "\n".join(lines)

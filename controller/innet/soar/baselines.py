@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from innet.errors import InputError
 from innet.names import natural_key
-from innet.soar.model import Plan, Tree, check_k, make_plan
+from innet.soar.model import Plan, Tree, check_k, make_plan, phi
 from innet.soar.solver import solve
+from innet.table import format_table
 
 
 def all_red(tree: Tree, k: int) -> Plan:
@@ -101,3 +103,20 @@ def run_strategy(tree: Tree, name: str, k: int, seed: int = 0) -> Plan:
             f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}"
         ) from None
     return fn(tree, k)
+
+
+def compare(tree: Tree, k: int, seed: int = 0) -> list[Plan]:
+    """Every strategy's plan for `tree` at `k`, in the order of STRATEGIES (SOAR first, the
+    all-red reference and the all-blue floor last)."""
+    return [run_strategy(tree, name, k, seed) for name in STRATEGIES]
+
+
+def compare_text(tree: Tree, k: int, seed: int = 0) -> tuple[list[dict[str, Any]], str]:
+    """Every strategy at `k`: the JSON rows and the table `soar compare` prints."""
+    red = phi(tree, [])
+    plans = compare(tree, k, seed)
+    rows = [{**p.to_dict(all_red_cost=red), "ratio": p.cost / red if red > 0 else 1.0}
+            for p in plans]
+    table = [[r["strategy"], r["cost"], r["ratio"], len(r["blue"])] for r in rows]
+    return rows, format_table(["strategy", "cost (phi)", "ratio to all-red", "blue"], table,
+                              digits=4)

@@ -14,7 +14,7 @@ from innet.errors import InputError
 from innet.jsonout import dumps, print_json
 from innet.limits import check_memory, check_time
 from innet.outpaths import output_dir, output_file
-from innet.soar.baselines import STRATEGIES, run_strategy
+from innet.soar.baselines import STRATEGIES, compare_text, run_strategy
 from innet.soar.generate import (
     LOAD_DISTRIBUTIONS,
     RATE_REGIMES,
@@ -223,29 +223,18 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def compare_rows(tree: Tree, k: int, seed: int) -> list[dict[str, Any]]:
-    red = phi(tree, [])
-    rows = []
-    for name in STRATEGIES:
-        plan = run_strategy(tree, name, k, seed)
-        rows.append({**plan.to_dict(all_red_cost=red),
-                     "ratio": plan.cost / red if red > 0 else 1.0})
-    return rows
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     tree, label = _tree_arg(args.instance)
     k = check_k(args.k)
     _check_fits(tree, k, f"solving {label}", args.force)
-    rows = compare_rows(tree, k, args.seed)
+    rows, table = compare_text(tree, k, args.seed)
     if args.json:
         print_json({**_header(tree, label), "k": k, "strategies": rows})
         return 0
     print(f"instance: {label}")
     print(f"{tree.n - 1} switches, height {tree.height}, {int(tree.load.sum())} messages, k = {k}")
     print()
-    table = [[r["strategy"], r["cost"], r["ratio"], len(r["blue"])] for r in rows]
-    print(format_table(["strategy", "cost (phi)", "ratio to all-red", "blue"], table, digits=4))
+    print(table)
     print()
     print("all-blue ignores k: it is the floor no plan can beat. soar is optimal for k.")
     return 0
