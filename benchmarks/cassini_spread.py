@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                 with tempfile.TemporaryDirectory() as tmp:
                     where = args.keep / f"{load}-{r + 1}" if args.keep else Path(tmp)
                     res = run_cassini(topo, jobs, where, iterations=args.iterations,
-                                      progress=False, slowdown=args.slowdown)
+                                      progress=False, slowdown=args.slowdown).to_dict()
                 every.setdefault(load, []).append(res)
                 arms = {a["label"]: a for a in res["runs"]}
                 print(f"{load} run {r + 1}: " + "; ".join(

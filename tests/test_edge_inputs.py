@@ -617,9 +617,10 @@ def test_run_json_is_one_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                        "--json"], json_out=True, ok_codes=(0,))
     doc = json.loads(out)
     assert doc["ok"] and doc["strategies"][0]["measured_cost"] == 28.0
-    result = {"runs": [cassini_run.RunResult("no shifts", {"a": ["h1", "h2"]}, {"a": 0.0},
-                                             {"h2": 3}, {"h2": 9}, {"h1": 9}, 5,
-                                             {"a": [300.0]}, {"a": 0}, 0).to_dict()]}
+    result = cassini_run.CassiniExperiment(
+        {}, (cassini_run.RunResult("no shifts", {"a": ["h1", "h2"]}, {"a": 0.0}, {"h2": 3},
+                                   {"h2": 9}, {"h1": 9}, 5, {"a": [300.0]}, {"a": 0}, 0),),
+        800, 80.0, 4.0, 100, 20, 30)
     monkeypatch.setattr(cassini_run, "run_cassini", lambda *a, **k: result)
     _, out, _ = check(["run", "cassini", "--topology", LEAFSPINE, "--jobs", PAIR, "--out",
                        str(tmp_path), "--json"], json_out=True, ok_codes=(0,))

@@ -51,3 +51,14 @@ def test_the_switch_client_does_not_load_the_solver() -> None:
     assert "innet.p4rt.client" in loaded
     assert not {m for m in loaded if m.startswith(("innet.soar", "innet.plan",
                                                    "innet.emulation"))}, loaded
+
+
+def test_importing_the_switch_client_leaves_the_root_logger_alone() -> None:
+    """p4runtime-shell's CRITICAL lines are demoted only once a session opens, not on import
+    (an importer's own logging stays as it configured it)."""
+    code = ("import logging, innet.p4rt.client as c; "
+            "print(len(logging.getLogger().filters)); c._demote_library_logs(); "
+            "c._demote_library_logs(); print(len(logging.getLogger().filters))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.split() == ["0", "1"]

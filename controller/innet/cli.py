@@ -8,12 +8,16 @@ or network that failed into one line with exit status 3 (docs/inputs.md).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from innet import __version__
+from innet import __version__, demo, deploy_cli, doctor, pcap, topo_cli
+from innet.cassini import cli as cassini_cli
+from innet.emulation import cli as emulation_cli
 from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError
+from innet.soar import cli as soar_cli
 
 DESCRIPTION = """\
 innet: in-network computing on P4 switches.
@@ -71,30 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="innet", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"innet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    from innet.soar import cli as soar_cli
-
-    soar_cli.register(sub)
-    from innet import topo_cli
-
-    topo_cli.register(sub)
-    from innet.cassini import cli as cassini_cli
-
-    cassini_cli.register(sub)
-    from innet import deploy_cli as p4rt_cli
-
-    p4rt_cli.register(sub)
-    from innet import pcap
-
-    pcap.register(sub)
-    from innet.emulation import cli as emulation_cli
-
-    emulation_cli.register(sub)
-    from innet import demo
-
-    demo.register(sub)
-    from innet import doctor
-
-    doctor.register(sub)
+    for front_end in (soar_cli, topo_cli, cassini_cli, deploy_cli, pcap, emulation_cli, demo,
+                      doctor):
+        front_end.register(sub)
     return parser
 
 
@@ -114,8 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `innet ... | head` closed our stdout: not an error; keep Python from complaining
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:

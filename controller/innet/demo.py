@@ -156,9 +156,9 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
         done.append(f"innet run aggregation -> {out / 'run-aggregation'}")
         res2 = run_cassini(leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
                            out / "run-cassini", iterations=15 if args.quick else 30)
-        for r in res2["runs"]:
-            print(f"{r['label']}: {r['ce_total']} CE marks at the receivers, iterations mean "
-                  f"{r['mean_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms")
+        for r in res2.runs:
+            print(f"{r.label}: {r.ce_total} CE marks at the receivers, iterations mean "
+                  f"{r.mean_ms:.0f} ms, p99 {r.p99_ms:.0f} ms")
         done.append(f"innet run cassini -> {out / 'run-cassini'}")
 
     _section("Done")

@@ -77,7 +77,7 @@ def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> 
 
     topo_file = str(ROOT / "topologies" / "leafspine24.json")
     result = run_cassini(topo_file, str(ROOT / "examples" / "jobs-4-leafspine.json"),
-                         tmp_path, iterations=8, progress=False)
+                         tmp_path, iterations=8, progress=False).to_dict()
     base, shifted, cassini = result["runs"]
     assert [r["label"] for r in result["runs"]] == ["base", "base+shifts", "cassini"]
     assert result["plans"]["cassini"]["shifts_ms"]["vgg19-b"] == pytest.approx(120.0)

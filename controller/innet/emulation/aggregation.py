@@ -17,7 +17,6 @@ was lost; the overhead of the losses is reported beside it (every packet on the 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -27,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from innet.aggpacket import EVENT_NAMES, SLOTS, VECTOR_LEN
+from innet.bmv2.thrift import QueueSetting, queue_commands
 from innet.emulation.agghost import expected_digest
-from innet.emulation.net import running_network
+from innet.emulation.experiment import controlled_network, prepare_run_folder
 from innet.errors import InputError
 from innet.plan.intent import (
     Held,
@@ -43,7 +43,6 @@ from innet.plan.program import C_AGG_EVENTS, C_AGG_FIRST, C_AGG_REPEAT
 from innet.routing import next_hops
 from innet.topology import Topology, load_topology
 
-SYNC_TIMEOUT = 60.0  # seconds for every switch to hold a new plan
 DEFAULT_STRATEGIES = ("soar", "top", "max", "level", "random", "all-red", "all-blue")
 DEFAULT_VALUES = 32 * 1024  # 1,024 chunks
 # Chunks in flight per worker. Without loss a small window keeps BMv2's queues (and so the
@@ -149,12 +148,6 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     each plan goes out (the tests restart a switch there)."""
     from tqdm import tqdm
 
-    from innet.bmv2.local import switch_addresses
-    from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
-    from innet.p4rt.controller import Controller, SwitchTarget, events_to
-    from innet.plan.intent import NetworkIntent
-    from innet.plan.pipeline import load_pipeline
-
     topo = load_topology(topology_path)
     base = load_workload(workload_path, topo) if workload_path else default_workload(topo)
     if values < 1:
@@ -170,89 +163,77 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     workloads = split_workload(base, jobs, 2 * window)
     chunks = -(-values // VECTOR_LEN)
     plans = {s: [plan_job(topo, w, s, k, seed=seed) for w in workloads] for s in strategies}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "logs").mkdir(exist_ok=True)
-    shutil.copy(topology_path, out / "topology.json")
-    (out / "plan.json").write_text(json.dumps({
+    prepare_run_folder(out, {"topology.json": topology_path}, {
         "workloads": [{"job": w.job, "destination": w.destination, "workers": list(w.workers),
                        "slots": w.slots} for w in workloads],
         "k": k, "values": values, "chunks": chunks, "loss": loss, "window": window,
         "plans": {s: [{"job": jp.workload.job, "blue": list(jp.blue),
                        "predicted_cost": jp.plan.cost, "messages": jp.msgs} for jp in jps]
                   for s, jps in plans.items()},
-    }, indent=1))
-    pipeline = load_pipeline()
+    })
     expected = {w.job: expected_digest(seed, w.job, len(w.workers), values) for w in workloads}
     results: list[StrategyRun] = []
-    held: Held | None = None
-    # switches start empty (--no-p4): the first deploy installs the pipeline, as it would on
-    # switches the controller did not start. The long-running controller keeps every switch
-    # on the current plan (a switch that restarts mid-run is restored, its queues too); each
-    # plan change waits until every switch holds it.
-    queues = queue_commands([QueueSetting(depth=QUEUE_DEPTH)])
-
-    def targets(intent: NetworkIntent) -> dict[str, SwitchTarget]:
-        return {s: SwitchTarget(es, queues) for s, es in intent.entries().items()
-                if s in addresses}
-
-    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as run, \
-            events_to(out / "logs" / "controller.log"):
-        addresses = {s: a for s, a in switch_addresses(topo).items() if not
-                     topo.switches[s].remote}
-        first = next(iter(plans.values()))
-        intent = network_intent(topo, first, held=held, drop_probability=loss)
-        held = held_slots(intent.entries())
-        with Controller(addresses, pipeline, targets(intent), sideband=run_cli) as ctl:
-            bar = tqdm(list(plans.items()), desc="strategies", unit="plan",
-                       disable=not progress)
-            for i, (name, jps) in enumerate(bar):
-                bar.set_postfix_str(name)
-                if before_plan is not None:
-                    before_plan(run, name)
-                if i > 0:
-                    intent = network_intent(topo, jps, held=held, drop_probability=loss)
-                    held = held_slots(intent.entries())
-                    ctl.set_targets(targets(intent))
-                applied = ctl.wait_synced(SYNC_TIMEOUT)
-                writes = sum(d.writes for d in applied.values())
-                before = _counters(ctl.session, addresses, C_AGG_FIRST)
-                rep_before = _counters(ctl.session, addresses, C_AGG_REPEAT)
-                ev_before = _counters(ctl.session, addresses, C_AGG_EVENTS)
-                # each stream's chunks come after the previous one's: a cell that kept a
-                # chunk of the last strategy sees the new ones as newer (docs: limits)
-                hosts = _stream(run, topo, workloads, values, window, seed, i * (chunks + 1),
-                                chunks, out, name, loss > 0)
-                time.sleep(0.3)
-                after = _counters(ctl.session, addresses, C_AGG_FIRST)
-                rep_after = _counters(ctl.session, addresses, C_AGG_REPEAT)
-                ev_after = _counters(ctl.session, addresses, C_AGG_EVENTS)
-                link_packets: dict[str, int] = {}
-                link_repeats: dict[str, int] = {}
-                for jp in jps:
-                    for s, p in uplink_ports(topo, jp).items():
-                        link_packets[s] = after[s].get(p, 0) - before[s].get(p, 0)
-                        link_repeats[s] = rep_after[s].get(p, 0) - rep_before[s].get(p, 0)
-                every = {s: link_packets[s] + link_repeats[s] for s in link_packets}
-                events = {n: sum(ev_after[s].get(e, 0) - ev_before[s].get(e, 0)
-                                 for s in addresses) for e, n in enumerate(EVENT_NAMES)}
-                workers_out, dest_out = hosts
-                exact = _exact(workers_out, dest_out, expected, chunks)
-                starts = [w["start"] for w in workers_out]
-                ends = [w["end"] for w in workers_out]
-                duration = max(ends) - min(starts) if starts else 0.0
-                msgs: dict[str, int] = {}
-                for jp in jps:
-                    for s, m in jp.msgs.items():
-                        msgs[s] = msgs.get(s, 0) + m
-                results.append(StrategyRun(
-                    name, k, tuple(sorted({b for jp in jps for b in jp.blue})), chunks,
-                    sum(jp.plan.cost for jp in jps), measured_cost(jps, link_packets, chunks),
-                    exact, writes, link_packets, msgs, values, chunks, len(workloads),
-                    loss, window, sum(w["retransmissions"] for w in workers_out), duration,
-                    values * len(workloads) / duration if duration > 0 else 0.0, events,
-                    int(dest_out.get("ce_marked", 0)), link_repeats,
-                    measured_cost(jps, every, chunks)))
-                _write_results(out, results, topo, workloads)  # a long run keeps what it has
+    # the controller keeps every switch on the current plan (a switch that restarts mid-run
+    # is restored, its queues too); each plan change waits until every switch holds it.
+    # Jobs keep their slots from one plan to the next (held).
+    first = next(iter(plans.values()))
+    intent = network_intent(topo, first, drop_probability=loss)
+    held: Held = held_slots(intent.entries())
+    setup = queue_commands([QueueSetting(depth=QUEUE_DEPTH)])
+    with controlled_network(topo, out, intent.entries(), setup=setup, pcap=pcap) as cn:
+        addresses, ctl = cn.addresses, cn.controller
+        bar = tqdm(list(plans.items()), desc="strategies", unit="plan", disable=not progress)
+        for i, (name, jps) in enumerate(bar):
+            bar.set_postfix_str(name)
+            if before_plan is not None:
+                before_plan(cn.network, name)
+            if i > 0:
+                intent = network_intent(topo, jps, held=held, drop_probability=loss)
+                held = held_slots(intent.entries())
+            applied = cn.set_intent(intent.entries())
+            writes = sum(d.writes for d in applied.values())
+            before = _counters(ctl.session, addresses, C_AGG_FIRST)
+            rep_before = _counters(ctl.session, addresses, C_AGG_REPEAT)
+            ev_before = _counters(ctl.session, addresses, C_AGG_EVENTS)
+            # each stream's chunks come after the previous one's: a cell that kept a
+            # chunk of the last strategy sees the new ones as newer (docs: limits)
+            hosts = _stream(cn.network, topo, workloads, values, window, seed, i * (chunks + 1),
+                            chunks, out, name, loss > 0)
+            time.sleep(0.3)
+            after = _counters(ctl.session, addresses, C_AGG_FIRST)
+            rep_after = _counters(ctl.session, addresses, C_AGG_REPEAT)
+            ev_after = _counters(ctl.session, addresses, C_AGG_EVENTS)
+            link_packets: dict[str, int] = {}
+            link_repeats: dict[str, int] = {}
+            for jp in jps:
+                for s, p in uplink_ports(topo, jp).items():
+                    link_packets[s] = after[s].get(p, 0) - before[s].get(p, 0)
+                    link_repeats[s] = rep_after[s].get(p, 0) - rep_before[s].get(p, 0)
+            every = {s: link_packets[s] + link_repeats[s] for s in link_packets}
+            events = {n: sum(ev_after[s].get(e, 0) - ev_before[s].get(e, 0)
+                             for s in addresses) for e, n in enumerate(EVENT_NAMES)}
+            workers_out, dest_out = hosts
+            exact = _exact(workers_out, dest_out, expected, chunks)
+            starts = [w["start"] for w in workers_out]
+            ends = [w["end"] for w in workers_out]
+            duration = max(ends) - min(starts) if starts else 0.0
+            msgs: dict[str, int] = {}
+            for jp in jps:
+                for s, m in jp.msgs.items():
+                    msgs[s] = msgs.get(s, 0) + m
+            results.append(StrategyRun(
+                strategy=name, k=k, blue=tuple(sorted({b for jp in jps for b in jp.blue})),
+                rounds=chunks, predicted_cost=sum(jp.plan.cost for jp in jps),
+                measured_cost=measured_cost(jps, link_packets, chunks), sums_exact=exact,
+                writes=writes, link_packets=link_packets, predicted_msgs=msgs, values=values,
+                chunks=chunks, jobs=len(workloads), loss=loss, window=window,
+                retransmissions=sum(w["retransmissions"] for w in workers_out),
+                duration_s=duration,
+                goodput_values_per_s=values * len(workloads) / duration if duration > 0
+                else 0.0,
+                events=events, ce_marked=int(dest_out.get("ce_marked", 0)),
+                link_repeats=link_repeats, total_cost=measured_cost(jps, every, chunks)))
+            _write_results(out, results, topo, workloads)  # a long run keeps what it has
     return results
 
 

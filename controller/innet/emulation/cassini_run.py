@@ -22,7 +22,6 @@ switches never run short of CPU. Times are reported on the jobs' clock (divided 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -32,7 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from innet.bmv2.thrift import QueueSetting, queue_commands
+from innet.cassini import load_jobs
+from innet.cassini.scheduler import ClusterPlan, schedule
+from innet.emulation.experiment import controlled_network, prepare_run_folder
 from innet.errors import InputError
+from innet.plan.intent import network_intent
 from innet.plan.program import C_ECN_MARKED
 from innet.topology import Topology, load_topology
 
@@ -68,12 +72,53 @@ class RunResult:
     def times(self) -> list[float]:
         return [t for v in self.iteration_ms.values() for t in v]
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def ce_total(self) -> int:
+        """CE-marked packets at the receivers (each counted once)."""
+        return sum(self.ce_received.values())
+
+    @property
+    def mean_ms(self) -> float:
         times = self.times
-        return {**self.__dict__,
-                "ce_total": sum(self.ce_received.values()),
-                "mean_ms": float(np.mean(times)) if times else 0.0,
-                "p99_ms": float(np.percentile(times, 99)) if times else 0.0}
+        return float(np.mean(times)) if times else 0.0
+
+    @property
+    def p99_ms(self) -> float:
+        times = self.times
+        return float(np.percentile(times, 99)) if times else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "ce_total": self.ce_total, "mean_ms": self.mean_ms,
+                "p99_ms": self.p99_ms}
+
+
+@dataclass(frozen=True)
+class CassiniExperiment:
+    """What `innet run cassini` measured: the three arms' plans and runs and the settings."""
+
+    plans: dict[str, ClusterPlan]  # by arm: base, base+shifts, cassini
+    runs: tuple[RunResult, ...]  # in the same order
+    capacity_pps: int
+    pps_per_gbps: float
+    slowdown: float
+    queue_depth: int
+    ecn_threshold: int
+    iterations: int
+
+    def run(self, label: str) -> RunResult:
+        return next(r for r in self.runs if r.label == label)
+
+    def to_dict(self) -> dict[str, Any]:
+        """results.json: plans (placement, shifts, score, candidate, shared links), the
+        settings and every arm's figures."""
+        return {"plans": {m: {"placement": {j: list(h) for j, h in p.placement.items()},
+                              "shifts_ms": dict(p.shifts_ms), "score": p.score,
+                              "candidate": p.candidate, "shared_links": p.shared_links()}
+                          for m, p in self.plans.items()},
+                "capacity_pps": self.capacity_pps, "pps_per_gbps": self.pps_per_gbps,
+                "slowdown": self.slowdown, "queue_depth": self.queue_depth,
+                "ecn_threshold": self.ecn_threshold, "iterations": self.iterations,
+                "runs": [r.to_dict() for r in self.runs]}
 
 
 def flows_of(placement: dict[str, tuple[str, ...]], order: list[str]) -> list[Flow]:
@@ -100,16 +145,7 @@ def _link_capacity_gbps(topo: Topology) -> float:
 def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: int = 30,
                 capacity_pps: int = 800, queue_depth: int = 100, ecn_threshold: int = 20,
                 seed: int = 0, pcap: bool = False, progress: bool = True,
-                slowdown: float = DEFAULT_SLOWDOWN) -> dict[str, Any]:
-    from innet.bmv2.local import switch_addresses
-    from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
-    from innet.cassini import load_jobs
-    from innet.cassini.scheduler import schedule
-    from innet.emulation.net import running_network
-    from innet.p4rt.controller import Controller, SwitchTarget, events_to
-    from innet.plan.intent import network_intent
-    from innet.plan.pipeline import load_pipeline
-
+                slowdown: float = DEFAULT_SLOWDOWN) -> CassiniExperiment:
     if iterations < 1:
         raise InputError(f"--iterations must be >= 1, got {iterations}")
     if capacity_pps < 10:
@@ -129,42 +165,26 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
         raise InputError("no job spans two hosts: nothing crosses the network",
                          source=jobs_path)
     scale = capacity_pps / _link_capacity_gbps(topo)  # packets per second per Gbps
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(topology_path, out / "topology.json")
-    shutil.copy(jobs_path, out / "jobs.json")
-    (out / "plan.json").write_text(json.dumps({p.mode: p.to_dict() for p in plans}, indent=1,
-                                              default=str))
-    pipeline = load_pipeline()
+    prepare_run_folder(out, {"topology.json": topology_path, "jobs.json": jobs_path},
+                       {p.mode: p.to_dict() for p in plans})
     runs: list[RunResult] = []
-    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as net, \
-            events_to(out / "logs" / "controller.log"):
-        addresses = {s: a for s, a in switch_addresses(topo).items()
-                     if not topo.switches[s].remote}
-        intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
-        setting = QueueSetting(rate_pps=round(capacity_pps / slowdown), depth=queue_depth)
-        targets = {s: SwitchTarget(es, queue_commands([setting]))
-                   for s, es in intent.entries().items()
-                   if s in addresses}
-        # the long-running controller keeps routes, ECN threshold and queue settings on every
-        # switch for the whole run, restoring one that restarts
-        with Controller(addresses, pipeline, targets, sideband=run_cli) as ctl:
-            ctl.wait_synced(60.0)
-            for plan, order, flows in arms:
-                if progress:
-                    print(f"  {plan.mode}: {len(flows)} flows, {iterations} iterations ...",
-                          file=sys.stderr, flush=True)
-                shifts = {j: float(plan.shifts_ms.get(j, 0.0)) for j in order}
-                runs.append(_one_run(net, topo, plan, flows, shifts, scale, iterations, out,
-                                     plan.mode, ctl, slowdown))
-    result = {"plans": {p.mode: {"placement": {j: list(h) for j, h in p.placement.items()},
-                                 "shifts_ms": dict(p.shifts_ms), "score": p.score,
-                                 "candidate": p.candidate,
-                                 "shared_links": p.shared_links()} for p in plans},
-              "capacity_pps": capacity_pps, "pps_per_gbps": scale, "slowdown": slowdown,
-              "queue_depth": queue_depth, "ecn_threshold": ecn_threshold,
-              "iterations": iterations, "runs": [r.to_dict() for r in runs]}
-    (out / "results.json").write_text(json.dumps(result, indent=1))
-    _report(out, result, runs)
+    # the long-running controller keeps routes, ECN threshold and queue settings on every
+    # switch for the whole run, restoring one that restarts
+    intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
+    setup = queue_commands([QueueSetting(rate_pps=round(capacity_pps / slowdown),
+                                         depth=queue_depth)])
+    with controlled_network(topo, out, intent.entries(), setup=setup, pcap=pcap) as cn:
+        for plan, order, flows in arms:
+            if progress:
+                print(f"  {plan.mode}: {len(flows)} flows, {iterations} iterations ...",
+                      file=sys.stderr, flush=True)
+            shifts = {j: float(plan.shifts_ms.get(j, 0.0)) for j in order}
+            runs.append(_one_run(cn.network, topo, plan, flows, shifts, scale, iterations, out,
+                                 plan.mode, cn.controller, slowdown))
+    result = CassiniExperiment({p.mode: p for p in plans}, tuple(runs), capacity_pps, scale,
+                               slowdown, queue_depth, ecn_threshold, iterations)
+    (out / "results.json").write_text(json.dumps(result.to_dict(), indent=1))
+    _report(out, result)
     return result
 
 
@@ -262,7 +282,9 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
 _COLORS = {"base": "tab:gray", "base+shifts": "tab:orange", "cassini": "tab:blue"}
 
 
-def _report(out: Path, result: dict[str, Any], runs: list[RunResult]) -> None:
+def _report(out: Path, experiment: CassiniExperiment) -> None:
+    """cassini.png (marks per arm, CDF of iteration times) and summary.md."""
+    result, runs = experiment.to_dict(), experiment.runs
     import matplotlib
 
     matplotlib.use("Agg")

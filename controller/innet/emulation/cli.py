@@ -193,10 +193,9 @@ def cmd_cassini(args: argparse.Namespace) -> int:
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     if args.json:
-        print_json({"run_folder": str(out), **result})
+        print_json({"run_folder": str(out), **result.to_dict()})
         return 0
-    rows = [[r["label"], r["ce_total"], r["switch_marks"], r["mean_ms"], r["p99_ms"]]
-            for r in result["runs"]]
+    rows = [[r.label, r.ce_total, r.switch_marks, r.mean_ms, r.p99_ms] for r in result.runs]
     print(format_table(["arm", "CE at receivers", "marked at switches", "mean iteration ms",
                         "p99 iteration ms"], rows, digits=1))
     print(f"\nrun folder: {out} (results.json, cassini.png, summary.md)")

@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import os
 import queue
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
@@ -44,7 +44,17 @@ class _Demote(logging.Filter):
         return True
 
 
-logging.getLogger().addFilter(_Demote())
+_DEMOTE = _Demote()
+
+
+def _demote_library_logs() -> None:
+    """Install the filter once, when the first session opens: importing this module changes
+    no logging of the importer's (only p4runtime-shell's own records are ever touched)."""
+    root = logging.getLogger()
+    if _DEMOTE not in root.filters:
+        root.addFilter(_DEMOTE)
+
+T = TypeVar("T")
 
 WRITER_ELECTION_ID = (1, 0)
 BATCH = 500
@@ -205,6 +215,7 @@ class SwitchClient:
         self.name = address.name
         eid = election_id or (WRITER_ELECTION_ID if writer else reader_election_id())
         self.election_id = eid
+        _demote_library_logs()
         self._client = _Client(address, eid)
         self.writer = writer
         self.primary = self._client.is_primary
@@ -327,39 +338,36 @@ class SwitchClient:
 
     def write(self, kind: str, entries: Sequence[Entry]) -> None:
         """Insert, modify or delete entries, BATCH per Write request; errors name the entry."""
-        for start in range(0, len(entries), BATCH):
-            chunk = entries[start:start + BATCH]
-            req = p4runtime_pb2.WriteRequest()
-            for e in chunk:
-                try:
-                    req.updates.append(encode.update(self.schema, kind, e))
-                except InputError as exc:
-                    raise SwitchError(f"{self.address}: cannot {kind} {exc}") from None
+        def update(e: Entry) -> Any:
             try:
-                self.write_request(req)
-            except WriteError as exc:
-                text = "; ".join(f"{kind} {self.schema.describe(chunk[i])}: {code}: {msg}"
-                                 for i, code, msg in exc.errors)
-                raise WriteError(f"{self.address}: {text}", exc.errors) from None
-            except SwitchError as exc:
-                raise SwitchError(f"{exc} (first entry: {self.schema.describe(chunk[0])})",
-                                  code=exc.code) from None
-            log.debug("%s: %s %d entries", self.name, kind, len(chunk))
+                return encode.update(self.schema, kind, e)
+            except InputError as exc:
+                raise SwitchError(f"{self.address}: cannot {kind} {exc}") from None
+
+        self._write_batches(kind, entries, update, self.schema.describe)
 
     def write_replication(self, kind: str,
                           items: Sequence[MulticastGroup | CloneSession]) -> None:
         """Insert, modify or delete multicast groups and clone sessions, BATCH per request."""
+        self._write_batches(kind, items, lambda item: encode.replication_update(kind, item), str)
+
+    def _write_batches(self, kind: str, items: Sequence[T], update: Callable[[T], Any],
+                       describe: Callable[[T], str]) -> None:
+        """`items` as updates, BATCH per Write request; an error names the item it refused."""
         for start in range(0, len(items), BATCH):
             chunk = items[start:start + BATCH]
             req = p4runtime_pb2.WriteRequest()
-            req.updates.extend(encode.replication_update(kind, item) for item in chunk)
+            req.updates.extend(update(item) for item in chunk)
             try:
                 self.write_request(req)
             except WriteError as exc:
-                text = "; ".join(f"{kind} {chunk[i]}: {code}: {msg}"
+                text = "; ".join(f"{kind} {describe(chunk[i])}: {code}: {msg}"
                                  for i, code, msg in exc.errors)
                 raise WriteError(f"{self.address}: {text}", exc.errors) from None
-            log.debug("%s: %s %d replication entries", self.name, kind, len(chunk))
+            except SwitchError as exc:
+                raise SwitchError(f"{exc} (first: {describe(chunk[0])})",
+                                  code=exc.code) from None
+            log.debug("%s: %s %d items", self.name, kind, len(chunk))
 
     # -- reads -----------------------------------------------------------------------------
 

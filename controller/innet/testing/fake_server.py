@@ -352,12 +352,7 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
 
     def _apply_replication(self, dev: FakeDevice, up: Any) -> None:
         pre = up.entity.packet_replication_engine_entry
-        kind = pre.WhichOneof("type")
-        if kind not in ("multicast_group_entry", "clone_session_entry"):
-            raise _Reject(code_pb2.INVALID_ARGUMENT, f"unknown replication entry {kind}")
-        item = getattr(pre, kind)
-        ident = int(item.multicast_group_id if kind == "multicast_group_entry"
-                    else item.session_id)
+        kind, ident = _replication_key(pre)
         if ident == 0:
             raise _Reject(code_pb2.INVALID_ARGUMENT, f"{kind} id 0 is reserved")
         key = (kind, ident)
@@ -375,12 +370,7 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
 
     def _read_replication(self, dev: FakeDevice, pre: Any, rep: Any) -> None:
         """Group (session) id 0 reads every group (session); another id, that one."""
-        kind = pre.WhichOneof("type")
-        if kind not in ("multicast_group_entry", "clone_session_entry"):
-            raise _Reject(code_pb2.INVALID_ARGUMENT, f"unknown replication entry {kind}")
-        item = getattr(pre, kind)
-        ident = int(item.multicast_group_id if kind == "multicast_group_entry"
-                    else item.session_id)
+        kind, ident = _replication_key(pre)
         for (k, i), stored in sorted(dev.replication.items(), key=lambda kv: kv[0]):
             if k == kind and ident in (0, i):
                 rep.entities.add().packet_replication_engine_entry.CopyFrom(stored)
@@ -431,6 +421,16 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
                 p, b = dev.counters[cid].get(i, (0, 0))
                 out.data.packet_count = p
                 out.data.byte_count = b
+
+
+def _replication_key(pre: Any) -> tuple[str, int]:
+    """(kind, group or session id) of a PacketReplicationEngineEntry."""
+    kind = pre.WhichOneof("type")
+    if kind not in ("multicast_group_entry", "clone_session_entry"):
+        raise _Reject(code_pb2.INVALID_ARGUMENT, f"unknown replication entry {kind}")
+    item = getattr(pre, kind)
+    return kind, int(item.multicast_group_id if kind == "multicast_group_entry"
+                     else item.session_id)
 
 
 def _grpc_code(code: int) -> Any:
