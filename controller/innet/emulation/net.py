@@ -70,7 +70,8 @@ def require_mininet() -> str | None:
     try:
         import mininet.net  # noqa: F401
     except ImportError:
-        return "the mininet Python package is missing (pip install -e '.[dev]')"
+        return ("the mininet Python package is missing (pip install -e '.[emulation]', or "
+                "./setup.sh)")
     return mnexec_namespace_problem()
 
 
