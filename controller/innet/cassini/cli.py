@@ -302,10 +302,10 @@ def _schedule(args: argparse.Namespace) -> tuple[Schedule, Any, tuple[JobProfile
     jobs = load_jobs(args.jobs)
     progress = None
     try:
-        from tqdm import tqdm
+        from innet.progress import bar as progress_bar
 
-        bar = tqdm(total=args.candidates, desc="scoring candidates", unit="placement",
-                   disable=None, leave=False)
+        bar = progress_bar(total=args.candidates, desc="scoring candidates", unit="placement",
+                           leave=False)
         progress = lambda _i: bar.update(1)  # noqa: E731
     except ImportError:  # pragma: no cover - tqdm is a dependency
         bar = None
@@ -507,8 +507,6 @@ def _summary(runs: Runs, normalise: bool) -> dict[str, Any]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import time
 
-    from tqdm import tqdm
-
     from innet.cassini.scheduler import DEFAULT_CHECK
     from innet.cassini.sweep import summarise, sweep
 
@@ -521,8 +519,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
     agents = replace(DEFAULT_CHECK, iterations=args.iterations)
-    with tqdm(total=args.draws, desc="draws", unit="draw", disable=None, leave=False,
-              file=sys.stderr) as bar:
+    from innet.progress import bar as progress_bar
+
+    with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
         draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
                       agents=agents, checked=args.checked, progress=lambda _i: bar.update(1))
     summary = summarise(draws)

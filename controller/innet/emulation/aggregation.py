@@ -105,7 +105,8 @@ def split_workload(base: Workload, jobs: int, slots: int) -> list[Workload]:
     """`jobs` concurrent jobs 1..J over disjoint, contiguous blocks of the workers."""
     n = len(base.workers)
     if not 1 <= jobs <= n:
-        raise InputError(f"--jobs must be in 1..{n} (one worker at least per job), got {jobs}")
+        raise InputError(f"--concurrent-jobs must be in 1..{n} (one worker at least per job), "
+                         f"got {jobs}")
     out = []
     for j in range(jobs):
         block = base.workers[j * n // jobs:(j + 1) * n // jobs]
@@ -147,13 +148,12 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                     ) -> list[StrategyRun]:
     """Run every strategy's plan in one network. `before_plan(network, strategy)` runs before
     each plan goes out (the tests restart a switch there)."""
-    from tqdm import tqdm
-
     from innet.bmv2.local import switch_addresses
     from innet.p4rt.controller import Controller, SwitchTarget, events_to
     from innet.p4rt.thrift import QueueSetting
     from innet.plan.intent import NetworkIntent
     from innet.plan.pipeline import load_pipeline
+    from innet.progress import bar as progress_bar
 
     topo = load_topology(topology_path)
     base = load_workload(workload_path, topo) if workload_path else default_workload(topo)
@@ -203,8 +203,8 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
         intent = network_intent(topo, first, held=held, drop_probability=loss)
         held = held_slots(intent.entries())
         with Controller(addresses, pipeline, targets(intent)) as ctl:
-            bar = tqdm(list(plans.items()), desc="strategies", unit="plan",
-                       disable=not progress)
+            bar = progress_bar(list(plans.items()), desc="strategies", unit="plan",
+                               show=progress)
             for i, (name, jps) in enumerate(bar):
                 bar.set_postfix_str(name)
                 if before_plan is not None:
