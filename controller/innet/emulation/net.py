@@ -97,8 +97,9 @@ def require_bmv2() -> str | None:
     missing = [b for b in ("simple_switch_grpc", "simple_switch_CLI") if shutil.which(b) is None]
     if missing:
         return (f"{', '.join(missing)} not on PATH: install the P4 toolchain with "
-                "INNET_P4_BUNDLE=... ./setup.sh as root (./setup.sh --help, README 'The P4 "
-                "toolchain'); innet doctor lists what else is missing")
+                "./setup.sh as root, which finds the bundle beside the clone or takes "
+                "INNET_P4_BUNDLE=PATH (./setup.sh --help, docs/guide.md 'The P4 toolchain'); "
+                "innet doctor lists what else is missing")
     return None
 
 
