@@ -137,7 +137,7 @@ NUMBER_OPTIONS = [
     ["soar", "online", "{inst}", "-k", "2", "--workloads", "{}", "--json"],
     ["soar", "online", "{inst}", "-k", "2", "--workloads", "2", "--capacity", "{}", "--json"],
     ["soar", "experiment", "fig6", "--out", "{file}", "--seeds", "{}"],
-    ["soar", "experiment", "fig6", "--out", "{file}", "--jobs", "{}"],
+    ["soar", "experiment", "fig6", "--out", "{file}", "--processes", "{}"],
     ["cassini", "link", PAIR, "--capacity", "{}", "--json"],
     ["cassini", "link", PAIR, "--capacity", "50", "--precision-deg", "{}", "--json"],
     ["cassini", "plan", "--topology", LEAFSPINE, "--jobs", PAIR, "--candidates", "{}",
@@ -155,7 +155,7 @@ NUMBER_OPTIONS = [
     ["pcap", "summary", "{cap}", "--bin-ms", "{}", "--json"],
     ["topo", "gen", "bt", "--depth", "{}", "--json", "-o", "{tmp}/t.json"],
     ["topo", "gen", "bt", "--hosts-per-leaf", "{}", "--json", "-o", "{tmp}/t.json"],
-    ["topo", "gen", "fattree", "-k", "{}", "--json", "-o", "{tmp}/t.json"],
+    ["topo", "gen", "fattree", "--ports", "{}", "--json", "-o", "{tmp}/t.json"],
     ["topo", "gen", "leafspine", "--leaves", "{}", "--json", "-o", "{tmp}/t.json"],
     ["topo", "gen", "leafspine", "--spines", "{}", "--json", "-o", "{tmp}/t.json"],
     ["deploy", "--topology", BT15, "--workload", WORKLOAD, "-k", "{}", "--dry-run",
@@ -205,7 +205,7 @@ def test_number_options(files: dict[str, str], template: list[str], value: str) 
 def test_zero_never_means_the_default(files: dict[str, str]) -> None:
     """Flags where 0 used to be read as "use the default" now refuse it."""
     for argv in (["topo", "gen", "bt", "--hosts-per-leaf", "0"],
-                 ["soar", "experiment", "fig6", "--out", files["tmp"], "--jobs", "0"],
+                 ["soar", "experiment", "fig6", "--out", files["tmp"], "--processes", "0"],
                  ["deploy", "--topology", BT15, "--workload", WORKLOAD, "--queue-rate", "0",
                   "--dry-run", "--from-empty"],
                  ["pcap", "summary", files["cap"], "--bin-ms", "0"]):
@@ -533,8 +533,8 @@ def test_every_command_and_option_is_described() -> None:
         assert parser.description, f"{path}: no description"
         text = " ".join(parser.format_help().split())  # undo the wrapping
         for action in parser._actions:
-            if isinstance(action, skip):
-                continue
+            if isinstance(action, skip) or action.help == argparse.SUPPRESS:
+                continue  # hidden: an old spelling kept only to refuse it (innet.oldflags)
             assert action.help, f"{path} {action.option_strings or action.dest}: no help"
             if (action.option_strings and not action.required and action.default is None
                     and not isinstance(action, argparse._StoreTrueAction)):

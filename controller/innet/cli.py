@@ -39,7 +39,8 @@ Run `innet COMMAND --help` for the options of each.
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every option's help ends with its default, unless the help already says it (or there
-    is none to say: a flag, or a default of None that the help explains). A description
+    is none to say: a flag, or a default of None that the help explains); a required option's
+    help says "required" (tests/test_cli_help.py walks every parser). A description
     written with line breaks is kept as written; one without is wrapped."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
@@ -49,6 +50,9 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
+        if action.required and action.option_strings and "required" not in text:
+            # an option one must give says so; argparse's usage line alone is easy to miss
+            text = f"{text} (required)" if text else "required"
         if ("default" in text.lower() or action.default is None
                 or action.default is argparse.SUPPRESS or isinstance(action.default, bool)
                 or not action.option_strings):

@@ -15,20 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from innet.errors import InputError
 from innet.jsonout import print_json
 from innet.outpaths import output_dir
+from innet.shipped import examples_dir, shipped_file, topologies_dir
 
-ROOT = Path(__file__).resolve().parents[2]  # controller/innet/demo.py -> the repository
-TOPOLOGIES = ROOT / "topologies"
-EXAMPLES = ROOT / "examples"
+TOPOLOGIES = topologies_dir()
+EXAMPLES = examples_dir()
 
 
 def _shipped(path: Path) -> str:
-    if not path.exists():
-        raise InputError(f"{path} is missing: run innet demo from a clone of the repository "
-                         "(the topologies/ and examples/ folders ship with it)")
-    return str(path)
+    return str(shipped_file(path))
 
 
 def register(sub: Any) -> None:

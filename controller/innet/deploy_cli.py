@@ -22,7 +22,7 @@ from innet.p4rt.client import (
     SwitchError,
     election_int,
 )
-from innet.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, status
+from innet.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, from_empty, status
 from innet.p4rt.encode import normalise
 from innet.p4rt.entities import Entry
 from innet.p4rt.schema import Pipeline
@@ -228,12 +228,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     entries = intent.entries()
     addresses = switch_addresses(topo)
     if args.from_empty:
-        from innet.p4rt.deploy import SwitchDeploy
-
-        t = {s: SwitchDeploy(s, addresses[s].grpc, True,
-                             diff([], [normalise(pipeline.schema, e) for e in es]), 0.0)
-             for s, es in entries.items()}
-        result = DeployResult(t, 0.0, True)
+        result = from_empty(addresses, entries, pipeline)
     else:
         result = deploy(addresses, entries, pipeline, dry_run=args.dry_run,
                         setup=queue_commands(queue_settings(args)), sideband=run_cli)

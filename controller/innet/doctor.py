@@ -33,7 +33,6 @@ PYTHON_PACKAGES = {
     "networkx": "networkx",
     "matplotlib": "matplotlib",
     "tqdm": "tqdm",
-    "scapy": "scapy",
     "grpc": "grpcio",
     "google.protobuf": "protobuf",
     "p4runtime_sh": "p4runtime-shell",
@@ -101,7 +100,9 @@ def check_python_packages() -> list[Check]:
                             "pip install 'protobuf>=3.20,<3.21'"))
     except ImportError:
         pass
-    for module, dist in (("pytest", "pytest"), ("ruff", "ruff"), ("mypy", "mypy")):
+    # scapy writes the tests' captures; innet itself reads pcaps with its own reader
+    for module, dist in (("pytest", "pytest"), ("ruff", "ruff"), ("mypy", "mypy"),
+                         ("scapy", "scapy")):
         try:
             importlib.import_module(module)
             ok, found = True, _dist_version(dist)
@@ -137,7 +138,7 @@ def check_mininet() -> list[Check]:
     except Exception as exc:
         ok, found = False, f"cannot import mininet: {exc}"
     checks.append(Check("mininet", "mininet Python package", ok, found,
-                        "pip install mininet==2.3.0.dev6   (or ./setup.sh)"))
+                        "pip install -e '.[emulation]'   (or ./setup.sh)"))
     return checks
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from innet.argtypes import int_in
 from innet.errors import InputError
 from innet.jsonout import print_json
+from innet.oldflags import renamed
 from innet.outpaths import output_file
 from innet.table import format_table
 from innet.topogen import (
@@ -36,8 +37,11 @@ def register(sub: Any) -> None:
                      help="bt: levels of switches (2^depth - 1 switches)")
     gen.add_argument("--hosts-per-leaf", type=int_in(1, 64), default=None,
                      help="bt: workers per leaf (default 2); leafspine: servers (default 4)")
-    gen.add_argument("-k", type=_fat_tree_k, default=4,
-                     help="fattree: k, even, 2..18 (k^2 * 5/4 switches, k^3/4 hosts)")
+    gen.add_argument("--ports", type=_fat_tree_k, default=4, metavar="K",
+                     help="fattree: K, the ports of every switch of the K-ary fat-tree, even, "
+                          "2..18 (K^2 * 5/4 switches, K^3/4 hosts)")
+    renamed(gen, "-k", "--ports", "topo gen fattree",
+            "-k is the aggregation budget in the soar, deploy and run commands")
     gen.add_argument("--leaves", type=int_in(1, 500), default=6, help="leafspine: leaves")
     gen.add_argument("--spines", type=int_in(1, 64), default=2, help="leafspine: spines")
     gen.add_argument("-o", "--output", type=output_file(), metavar="FILE",
@@ -76,7 +80,7 @@ def cmd_gen(args: argparse.Namespace) -> int:
         data = binary_tree_topology(args.depth, 2 if hosts_per_leaf is None else hosts_per_leaf)
     elif args.shape == "fattree":
         try:
-            data = fat_tree_topology(args.k)
+            data = fat_tree_topology(args.ports)
         except ValueError as exc:
             raise InputError(str(exc)) from None
     else:

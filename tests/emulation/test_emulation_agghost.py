@@ -42,5 +42,5 @@ def test_jobs_split_the_workers_into_disjoint_blocks() -> None:
     assert [len(j.workers) for j in jobs] == [5, 5, 6]
     assert sorted(w for j in jobs for w in j.workers) == sorted(base.workers)
     assert all(j.slots == 16 for j in jobs)
-    with pytest.raises(InputError, match=r"--jobs must be in 1\.\.16"):
+    with pytest.raises(InputError, match=r"--concurrent-jobs must be in 1\.\.16"):
         split_workload(base, 17, 16)

@@ -103,7 +103,7 @@ def test_fig9_times_both_methods_on_every_point(runs: Any) -> None:
 
 def test_experiment_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["soar", "experiment", "fig8", "--quick", "--out", str(tmp_path),
-                 "--jobs", "1"]) == 0
+                 "--processes", "1"]) == 0
     assert "fig8.csv" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         main(["soar", "experiment", "fig8", "--quick", "--seeds", "0", "--out", str(tmp_path)])

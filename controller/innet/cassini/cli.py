@@ -305,10 +305,10 @@ def cmd_link(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _progress(total: int) -> Iterator[Callable[[int], None]]:
     """A bar over the candidates, on a terminal only; yields the callback that advances it."""
-    from tqdm import tqdm
+    from innet.progress import bar as progress_bar
 
-    with tqdm(total=total, desc="scoring candidates", unit="placement",
-              disable=not sys.stderr.isatty(), leave=False, file=sys.stderr) as bar:
+    with progress_bar(total=total, desc="scoring candidates", unit="placement",
+                      leave=False) as bar:
         yield lambda _i: bar.update(1)
 
 
@@ -407,8 +407,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import time
 
-    from tqdm import tqdm
-
     from innet.cassini.scheduler import DEFAULT_CHECK
     from innet.cassini.sweep import summarise, sweep, sweep_text
 
@@ -421,8 +419,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
     agents = replace(DEFAULT_CHECK, iterations=args.iterations)
-    with tqdm(total=args.draws, desc="draws", unit="draw", disable=None, leave=False,
-              file=sys.stderr) as bar:
+    from innet.progress import bar as progress_bar
+
+    with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
         draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
                       agents=agents, checked=args.checked, progress=lambda _i: bar.update(1))
     summary = summarise(draws)

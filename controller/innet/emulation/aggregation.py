@@ -104,7 +104,8 @@ def split_workload(base: Workload, jobs: int, slots: int) -> list[Workload]:
     """`jobs` concurrent jobs 1..J over disjoint, contiguous blocks of the workers."""
     n = len(base.workers)
     if not 1 <= jobs <= n:
-        raise InputError(f"--jobs must be in 1..{n} (one worker at least per job), got {jobs}")
+        raise InputError(f"--concurrent-jobs must be in 1..{n} (one worker at least per job), "
+                         f"got {jobs}")
     out = []
     for j in range(jobs):
         block = base.workers[j * n // jobs:(j + 1) * n // jobs]
@@ -146,7 +147,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                     ) -> list[StrategyRun]:
     """Run every strategy's plan in one network. `before_plan(network, strategy)` runs before
     each plan goes out (the tests restart a switch there)."""
-    from tqdm import tqdm
+    from innet.progress import bar as progress_bar
 
     topo = load_topology(topology_path)
     base = load_workload(workload_path, topo) if workload_path else default_workload(topo)
@@ -182,7 +183,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     setup = queue_commands([QueueSetting(depth=QUEUE_DEPTH)])
     with controlled_network(topo, out, intent.entries(), setup=setup, pcap=pcap) as cn:
         addresses, ctl = cn.addresses, cn.controller
-        bar = tqdm(list(plans.items()), desc="strategies", unit="plan", disable=not progress)
+        bar = progress_bar(list(plans.items()), desc="strategies", unit="plan", show=progress)
         for i, (name, jps) in enumerate(bar):
             bar.set_postfix_str(name)
             if before_plan is not None:

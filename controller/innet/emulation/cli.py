@@ -18,6 +18,7 @@ from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from innet.emulation.net import EmulationError, require_bmv2, require_mininet
 from innet.errors import InputError
 from innet.jsonout import print_json
+from innet.oldflags import renamed
 from innet.outpaths import output_dir
 from innet.soar.baselines import STRATEGIES
 
@@ -69,7 +70,7 @@ def register(sub: Any) -> None:
     agg.add_argument("--strategy", action="append", choices=list(STRATEGIES),
                      help="strategy to run (repeat for several; default: all)")
     agg.add_argument("-k", type=K, default=4,
-                     help="blue switches at most (default 4)")
+                     help="at most this many blue (aggregating) switches per job (default 4)")
     agg.add_argument("--values", type=int_in(1, MAX_VALUES), default=DEFAULT_VALUES,
                      help=f"values each worker streams (default {DEFAULT_VALUES}: "
                           f"{DEFAULT_VALUES // 32} chunks of 32)")
@@ -78,9 +79,12 @@ def register(sub: Any) -> None:
     agg.add_argument("--window", type=int_in(1, 128), default=None,
                      help=f"chunks a worker keeps in flight; a job takes 2 x window slots "
                           f"of a switch's pool of 256 (default {DEFAULT_WINDOW}, "
-                          f"{DEFAULT_WINDOW_LOSSY} with --loss; less when --jobs needs it)")
-    agg.add_argument("--jobs", type=int_in(1, 16), default=1,
-                     help="concurrent jobs over disjoint blocks of the workers (default 1)")
+                          f"{DEFAULT_WINDOW_LOSSY} with --loss; less when --concurrent-jobs "
+                          "needs it)")
+    agg.add_argument("--concurrent-jobs", type=int_in(1, 16), default=1, metavar="N",
+                     help="jobs run at once over disjoint blocks of the workers (default 1)")
+    renamed(agg, "--jobs", "--concurrent-jobs", "run aggregation",
+            "--jobs names a jobs file in the cassini and run cassini commands")
     agg.add_argument("--seed", type=SEED, default=0, help="seeds the vectors and random")
     agg.add_argument("--pcap", action="store_true", help="capture every switch port")
     agg.add_argument("--out", type=output_dir, default=None,
@@ -152,7 +156,7 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
     try:
         results = run_aggregation(args.topology, out, strategies=strategies, k=args.k,
                                   values=args.values, loss=args.loss, window=args.window,
-                                  jobs=args.jobs, workload_path=args.workload,
+                                  jobs=args.concurrent_jobs, workload_path=args.workload,
                                   seed=args.seed, pcap=args.pcap)
     except EmulationError as exc:
         raise InputError(str(exc)) from None

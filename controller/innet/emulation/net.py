@@ -70,7 +70,8 @@ def require_mininet() -> str | None:
     try:
         import mininet.net  # noqa: F401
     except ImportError:
-        return "the mininet Python package is missing (pip install -e '.[dev]')"
+        return ("the mininet Python package is missing (pip install -e '.[emulation]', or "
+                "./setup.sh)")
     return mnexec_namespace_problem()
 
 
@@ -96,8 +97,9 @@ def require_bmv2() -> str | None:
     missing = [b for b in ("simple_switch_grpc", "simple_switch_CLI") if shutil.which(b) is None]
     if missing:
         return (f"{', '.join(missing)} not on PATH: install the P4 toolchain with "
-                "INNET_P4_BUNDLE=... ./setup.sh as root (./setup.sh --help, README 'The P4 "
-                "toolchain'); innet doctor lists what else is missing")
+                "./setup.sh as root, which finds the bundle beside the clone or takes "
+                "INNET_P4_BUNDLE=PATH (./setup.sh --help, docs/guide.md 'The P4 toolchain'); "
+                "innet doctor lists what else is missing")
     return None
 
 

@@ -273,6 +273,20 @@ def deploy(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequenc
     return DeployResult(ok, time.perf_counter() - t0, dry_run, failed)
 
 
+def from_empty(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
+               pipeline: Pipeline) -> DeployResult:
+    """What `deploy` would do to switches that hold nothing yet, without contacting any: the
+    program loaded on each, every entry inserted. A dry run for a network that is not up
+    (a notebook, a plan reviewed before the switches start)."""
+    unknown = sorted(set(entries) - set(addresses))
+    if unknown:
+        raise InputError(f"no address for switch {unknown[0]!r}")
+    return DeployResult({s: SwitchDeploy(s, addresses[s].grpc, True,
+                                         diff([], [normalise(pipeline.schema, e) for e in es]),
+                                         0.0)
+                         for s, es in entries.items()}, 0.0, True)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading state back
 

@@ -8,14 +8,13 @@ deploy, status and the error messages show them.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from innet.aggpacket import DEFAULT_JOB_SLOTS
 from innet.p4rt.entities import Entry, describe_entry
 from innet.p4rt.schema import int_to_ip, int_to_mac
+from innet.shipped import p4src_dir
 
-# the committed program: controller/innet/plan/program.py -> plan, innet, controller, .
-P4SRC = Path(__file__).resolve().parents[3] / "p4src"
+# the committed program: the installed package's copy, else the clone's p4src/
+P4SRC = p4src_dir()
 P4INFO_PATH = P4SRC / "innet.p4info.txtpb"
 BMV2_JSON_PATH = P4SRC / "innet.json"
 

@@ -13,7 +13,9 @@ from innet.argtypes import PROCESSES, SEED, K, int_in
 from innet.errors import InputError
 from innet.jsonout import dumps, print_json
 from innet.limits import check_memory, check_time
+from innet.oldflags import renamed
 from innet.outpaths import output_dir, output_file
+from innet.progress import bar
 from innet.soar.baselines import STRATEGIES, compare_text, run_strategy
 from innet.soar.generate import (
     LOAD_DISTRIBUTIONS,
@@ -100,7 +102,7 @@ def register(sub: Any) -> None:
     )
     compare.add_argument("instance", metavar="INSTANCE.json", nargs="?",
                          help=f"the instance file (default: {DEFAULT_INSTANCE})")
-    _k_option(compare, default=16, help="at most this many blue switches")
+    _k_option(compare, default=16, help="at most this many blue (aggregating) switches")
     compare.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
     compare.add_argument("--json", action="store_true",
                          help='print {"instance", "switches", "height", "messages", "k", '
@@ -154,7 +156,8 @@ def register(sub: Any) -> None:
     )
     online.add_argument("instance", metavar="INSTANCE.json", nargs="?",
                         help=f"the instance file (default: {DEFAULT_INSTANCE})")
-    _k_option(online, default=16, help="at most this many blue switches per workload")
+    _k_option(online, default=16,
+              help="at most this many blue (aggregating) switches per workload")
     online.add_argument("--workloads", type=int_in(1, MAX_WORKLOADS), default=32,
                         help="workloads planned one after the other")
     online.add_argument("--capacity", type=int_in(0, 2**31 - 1), default=4,
@@ -179,7 +182,7 @@ def register(sub: Any) -> None:
             "  fig7  online: 32 workloads, capacity a(s) = 4, k = 16; and against a(s)\n"
             "  fig8  byte complexity: word count and parameter server, constant rates\n"
             "  fig9  solver run time against n and k, with the O(n h k^2) reference DP\n\n"
-            "Runs on every core (--jobs); the numbers are the same whatever the parallelism.\n"
+            "Runs on every core (--processes); the numbers are the same whatever the parallelism.\n"
             "fig9 times on one core. --quick: a reduced run of a few seconds."
         ),
     )
@@ -189,8 +192,10 @@ def register(sub: Any) -> None:
     exp.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=None,
                      help="seeds per point (default: 10, or the quick run's)")
     exp.add_argument("--quick", action="store_true", help="reduced sizes, a few seconds")
-    exp.add_argument("--jobs", type=PROCESSES, default=None,
-                     help="processes (default: all cores)")
+    exp.add_argument("--processes", type=PROCESSES, default=None,
+                     help="worker processes (default: all cores)")
+    renamed(exp, "--jobs", "--processes", "soar experiment",
+            "--jobs names a jobs file in the cassini and run commands")
     exp.add_argument("--json", action="store_true",
                      help='print {"experiment", "points", "seconds", "files"}')
     exp.set_defaults(func=cmd_experiment)
@@ -277,9 +282,7 @@ def cmd_online(args: argparse.Namespace) -> int:
     for name in STRATEGIES:
         if name == "all-blue":
             continue
-        from tqdm import tqdm
-
-        steps = tqdm(loads, desc=name, unit="workload", disable=None, leave=False)
+        steps = bar(loads, desc=name, unit="workload", leave=False)
         result = run_online(tree, steps, k, args.capacity, name, args.seed)
         ratios[name] = result.running_ratio()
     if args.json:
@@ -300,7 +303,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     from innet.soar.experiments import run_experiment
 
     result = run_experiment(args.name, Path(args.out), seeds=args.seeds, quick=args.quick,
-                            jobs=args.jobs)
+                            jobs=args.processes)
     out = Path(args.out)
     files = [str(out / f"{args.name}.csv"), *(str(out / p) for p in result["pngs"]),
              str(out / "summary.md")]

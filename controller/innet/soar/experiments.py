@@ -68,11 +68,10 @@ QUICK = {
 def parallel_map(fn: Callable[[Any], list[Row]], tasks: Sequence[Any], jobs: int,
                  label: str) -> list[Row]:
     """Run tasks on `jobs` processes with a progress bar; rows come back in task order."""
-    from tqdm import tqdm
+    from innet.progress import bar as progress_bar
 
     rows: list[Row] = []
-    bar = tqdm(total=len(tasks), desc=label, unit="task", leave=False,
-               disable=None)  # disable=None: no bar when stderr is not a terminal
+    bar = progress_bar(total=len(tasks), desc=label, unit="task", leave=False)
     if jobs <= 1 or len(tasks) <= 1:
         for task in tasks:
             rows.extend(fn(task))
@@ -199,14 +198,13 @@ def run_fig8(s: Settings, jobs: int) -> tuple[list[Row], list[Row]]:
 
 def run_fig9(s: Settings, jobs: int) -> tuple[list[Row], list[Row]]:
     """Best-of-R wall time of SOAR (Gather + Color) and of the reference DP, on one core."""
-    from tqdm import tqdm
-
+    from innet.progress import bar
     from innet.soar.reference import reference_optimum
     from innet.soar.solver import solve
 
     rows: list[Row] = []
     points = [(n, k) for n in s.sizes for k in s.ks]
-    for n, k in tqdm(points, desc="fig9", unit="point", leave=False, disable=None):
+    for n, k in bar(points, desc="fig9", unit="point", leave=False):
         tree = binary_tree(n, rates="linear", loads="power-law", seed=0)
         methods: tuple[tuple[str, Callable[[Tree, int], object]], ...] = (
             ("soar", solve), ("reference", reference_optimum))
@@ -256,7 +254,7 @@ def run_experiment(name: str, out: Path, *, seeds: int | None = None, quick: boo
     if jobs is None:
         jobs = os.cpu_count() or 1
     if jobs < 1:
-        raise InputError(f"--jobs must be >= 1, got {jobs}")
+        raise InputError(f"--processes must be >= 1, got {jobs}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
