@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from innet import __version__, demo, deploy_cli, doctor, pcap, topo_cli
+from innet import __version__, demo, deploy_cli, doctor, net_cli, pcap, topo_cli
 from innet.cassini import cli as cassini_cli
 from innet.emulation import cli as emulation_cli
 from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError
@@ -28,6 +28,7 @@ innet: in-network computing on P4 switches.
   status    what each switch holds and counts (--json: reachable, program, entries, primary)
   controller run: keep every switch in its intended state (restarts, drift, mastership)
   run       Mininet experiments on BMv2 (aggregation, CASSINI ECN)
+  net       an emulated network that stays up: Mininet's CLI, plans changed live
   pcap      summarise a packet capture
   topo      generate and check topology files
   demo      everything this machine can run, one command
@@ -79,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="innet", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"innet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for front_end in (soar_cli, topo_cli, cassini_cli, deploy_cli, pcap, emulation_cli, demo,
-                      doctor):
+    for front_end in (soar_cli, topo_cli, cassini_cli, deploy_cli, pcap, emulation_cli, net_cli,
+                      demo, doctor):
         front_end.register(sub)
     return parser
 

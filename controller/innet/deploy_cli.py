@@ -7,13 +7,15 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
 from innet.argtypes import SEED, K, float_in, int_in
 from innet.bmv2.local import switch_addresses
 from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
-from innet.errors import InputError
+from innet.emulation import live
+from innet.errors import InputError, NetworkError
 from innet.jsonout import print_json
 from innet.names import natural_key
 from innet.p4rt.client import (
@@ -203,9 +205,41 @@ def build_intent(args: argparse.Namespace, topo: Topology, held: Held | None = N
     return network_intent(topo, jobs, threshold, held=held)
 
 
+INTENT_FIELDS = ("workload", "strategy", "k", "seed", "ecn_threshold", "no_ecn", "queue_rate",
+                 "queue_depth")
+
+
+def forward_to_running_network(args: argparse.Namespace) -> dict[str, Any] | None:
+    """When `innet net up` holds this topology, its own controller must move to the new
+    intent (a second writer with the same election id would fight it): the answer of the
+    network that is up, or None when none is."""
+    record = live.running()
+    if record is None or Path(args.topology).resolve() != Path(record.topology):
+        return None
+    fields = {k: getattr(args, k) for k in INTENT_FIELDS}
+    if fields.get("workload"):
+        fields["workload"] = [str(Path(w).resolve()) for w in fields["workload"]]
+    answer = live.ask(record, {"op": "deploy", "fields": fields})
+    if "error" in answer:
+        err = InputError if answer.get("exit") == 2 else NetworkError
+        raise err(f"the network that is up refused the deploy: {answer['error']}")
+    return answer
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
     if args.from_empty and not args.dry_run:
         raise InputError("--from-empty only goes with --dry-run")
+    if not args.dry_run:
+        forwarded = forward_to_running_network(args)
+        if forwarded is not None:
+            if args.json:
+                print_json({"through_running_network": True, **forwarded})
+            else:
+                print(forwarded["plan"])
+                changed = "; ".join(f"{n} {d}" for n, d in forwarded["switches"].items())
+                print(f"through the network that is up: {forwarded['writes']} writes"
+                      + (f" ({changed})" if changed else ""))
+            return 0
     topo = load_topology(args.topology)
     pipeline = _pipeline(args)
     held = None
