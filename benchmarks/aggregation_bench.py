@@ -1,78 +1,149 @@
-"""Goodput of reliable in-network aggregation on bt15: SOAR k=4 against all-red, with loss.
+"""Aggregation at the data plane's speed: what BMv2 carries here, and what the stream uses.
 
     sudo .venv/bin/python benchmarks/aggregation_bench.py [--values 1048576] [--loss 0 0.01 0.05]
 
-For each loss (the share of aggregation packets every switch drops, in the P4 program), runs
-`innet run aggregation` on topologies/bt15.json with strategies soar (k=4) and all-red (the
-destination sums everything itself) and prints, per strategy: values per worker, chunks,
-retransmissions, the time to aggregate, goodput (values per second) and whether every sum
-was exact. Then measures BMv2's plain forwarding rate on this machine for scale: one
-simple_switch_grpc between two namespaces, UDP packets of the aggregation packet's size
-offered at increasing rates, the highest rate delivered with under 1% lost. Needs root,
-Mininet and BMv2; hold the machine's lock (flock /tmp/innet-heavy.lock ...).
+Measured in one run, both sides of every figure at once:
+
+1. One BMv2 switch's plain forwarding between two namespaces: a sender offers aggregation-
+   sized UDP packets at a fixed rate while a receiver thread reads them as they arrive (a
+   receiver that read only after the sending would measure its socket buffer, not the
+   switch); delivered = what the receiver read, and the switch's own egress counter beside
+   it.
+2. The same bt15 network the aggregation runs on, routes only, every worker blasting
+   aggregation-sized packets at the destination at once: the switches' total packets per
+   second (every switch's ingress counters), the network's forwarding capacity on this
+   machine.
+3. `innet run aggregation` on bt15 for SOAR k=4 and all-red at each --loss: time, goodput
+   (values of the sum per second), retransmissions, the switches' total packets per second
+   and its share of the blast's, and whether the first-transmission cost equals phi. With
+   --compare, the same with results sent unicast and the old timers (2-4 s without loss,
+   0.2-0.5 s with), as before results were multicast.
+
+Needs root, Mininet and BMv2. Run it alone on the machine: it is a measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import select
+import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from innet import aggpacket as ap
 from innet.bmv2.thrift import run_cli
-from innet.emulation.aggregation import run_aggregation
+from innet.emulation.aggregation import Timers, default_workload, run_aggregation
+from innet.emulation.experiment import controlled_network
+from innet.p4rt.client import SwitchClient
 from innet.p4rt.deploy import deploy
 from innet.plan import intent as it
 from innet.plan.pipeline import load_pipeline
+from innet.plan.program import C_PORT_IN, C_PORT_OUT
 from innet.table import format_table
 from innet.testing.bmv2 import host_namespaces, in_netns, missing_tools, start_switch
-from innet.topology import topology_from_dict
+from innet.topology import load_topology, topology_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
+BT15 = ROOT / "topologies" / "bt15.json"
+PORT = 40000  # not the aggregation port: plain forwarding, no aggregation logic
 
-PORT = 40000
+
+class Counter(threading.Thread):
+    """Reads a socket while the sender sends; stops `idle` seconds after the last packet."""
+
+    def __init__(self, sock: socket.socket, idle: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.sock, self.idle, self.got = sock, idle, 0
+        self.started = threading.Event()
+
+    def run(self) -> None:
+        self.started.set()
+        while select.select([self.sock], [], [], self.idle)[0]:
+            self.sock.recv(2048)
+            self.got += 1
 
 
-def forwarding_rate(rates: list[int], seconds: float = 2.0) -> list[tuple[int, int, float]]:
-    """(offered pps, delivered pps, lost share) through one red BMv2 switch."""
+def one_switch(rates: list[int], seconds: float = 3.0) -> list[list[object]]:
     hosts = {"h0": ("10.0.0.2", "08:00:00:00:00:01"), "h1": ("10.0.0.3", "08:00:00:00:00:02")}
-    topo = topology_from_dict({"name": "fwd", "hosts": {h: {"ip": ip, "mac": mac} for h, (ip, mac)
-                                                        in hosts.items()},
+    topo = topology_from_dict({"name": "fwd", "hosts": {h: {"ip": ip, "mac": mac}
+                                                        for h, (ip, mac) in hosts.items()},
                                "switches": {"s1": {}},
                                "links": [["h0", "s1-p1"], ["h1", "s1-p2"]]})
-    out = []
+    rows: list[list[object]] = []
     payload = b"x" * ap.PAYLOAD_BYTES
+    pipe = load_pipeline()
     with tempfile.TemporaryDirectory(prefix="innet-fwd-") as tmp, \
             host_namespaces(hosts, "fb") as ns:
         sw = start_switch("s1", Path(tmp), interfaces={1: ns["h0"].switch_intf,
                                                        2: ns["h1"].switch_intf})
         try:
-            entries = it.network_intent(topo, []).entries()
-            deploy({"s1": sw.address}, entries, load_pipeline(), sideband=run_cli)
+            deploy({"s1": sw.address}, it.network_intent(topo, []).entries(), pipe,
+                   sideband=run_cli)
             with in_netns(ns["h0"].netns):
                 rx = ap.receiver_socket("0.0.0.0", PORT)
             with in_netns(ns["h1"].netns):
                 tx = ap.sender_socket()
-            with rx, tx:
+            with rx, tx, SwitchClient(sw.address, pipe.schema, writer=False) as c:
                 for rate in rates:
-                    sent = 0
-                    start = time.monotonic()
+                    out0 = c.read_counters(C_PORT_OUT).get(1, (0, 0))[0]
+                    reader = Counter(rx)
+                    reader.start()
+                    reader.started.wait()
+                    sent, start = 0, time.monotonic()
                     while (now := time.monotonic() - start) < seconds:
                         while sent < now * rate:
                             tx.sendto(payload, (hosts["h0"][0], PORT))
                             sent += 1
-                        time.sleep(0.0005)
-                    got = 0
-                    while select.select([rx], [], [], 0.5)[0]:
-                        rx.recv(2048)
-                        got += 1
-                    out.append((rate, int(got / seconds), 1 - got / sent if sent else 0.0))
+                        time.sleep(0.0002)
+                    reader.join()
+                    out = c.read_counters(C_PORT_OUT).get(1, (0, 0))[0] - out0
+                    rows.append([rate, round(sent / seconds), round(out / seconds),
+                                 round(reader.got / seconds), f"{1 - reader.got / sent:.1%}"])
         finally:
             sw.stop()
-    return out
+    return rows
+
+
+BLASTER = """
+import socket, sys, time
+dst, rate, seconds, size = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+payload, sent, start = b"x" * size, 0, time.monotonic()
+while (now := time.monotonic() - start) < seconds:
+    while sent < now * rate:
+        s.sendto(payload, (dst, PORT)); sent += 1
+    time.sleep(0.0005)
+print(sent)
+""".replace("PORT", str(PORT))
+
+
+def network_blast(out: Path, rates: list[int], seconds: float = 5.0) -> list[list[object]]:
+    """Every worker of bt15 sends to the destination at `rate` at once; the switches' total
+    ingress packets per second while they do."""
+    topo = load_topology(BT15)
+    work = default_workload(topo)
+    rows: list[list[object]] = []
+    intent = it.network_intent(topo, [])
+    with controlled_network(topo, out, intent.entries()) as cn:
+        def ingress() -> int:
+            return sum(p for s in cn.addresses
+                       for p, _ in cn.controller.session(s).read_counters(C_PORT_IN).values())
+
+        dst = topo.hosts[work.destination].ip
+        for rate in rates:
+            before = ingress()
+            procs = [cn.host(h).popen([sys.executable, "-c", BLASTER, dst, str(rate),
+                                       str(seconds), str(ap.PAYLOAD_BYTES)],
+                                      stdout=subprocess.PIPE) for h in work.workers]
+            sent = sum(int(p.communicate()[0] or 0) for p in procs)
+            time.sleep(1.0)  # the queues drain
+            got = ingress() - before
+            rows.append([rate, len(work.workers), round(sent / seconds), round(got / seconds)])
+    return rows
 
 
 def main() -> int:
@@ -81,29 +152,46 @@ def main() -> int:
     parser.add_argument("--values", type=int, default=1 << 20,
                         help="values each worker streams (default 2^20)")
     parser.add_argument("--loss", type=float, nargs="+", default=[0.0, 0.01, 0.05])
+    parser.add_argument("--compare", action="store_true",
+                        help="also run with unicast results and the old timers")
     parser.add_argument("--out", type=Path, default=Path("runs") / "aggregation-bench")
     args = parser.parse_args()
     missing = missing_tools("simple_switch_grpc", "simple_switch_CLI", "mnexec")
     if missing:
         print(f"aggregation_bench: {', '.join(missing)} not on PATH; nothing measured")
         return 1
+    print("1. one BMv2 switch, plain forwarding of 172-byte UDP payloads (receiver reading "
+          "while the sender sends):")
+    print(format_table(["offered pps", "sent pps", "switch out pps", "received pps", "lost"],
+                       one_switch([2000, 5000, 10000, 20000])), flush=True)
+    blast = network_blast(args.out / "blast", [200, 500, 1000, 2000])
+    print("\n2. bt15, routes only, every worker blasting the destination at once:")
+    print(format_table(["pps per worker", "workers", "offered pps", "switches' ingress pps"],
+                       blast), flush=True)
+    capacity = max(float(str(r[3])) for r in blast)
+    variants = [("multicast results, RTT timers", True, Timers())]
+    if args.compare:
+        variants.append(("unicast results, old timers", False, Timers(2.0, 4.0, 2.0)))
     rows = []
-    for loss in args.loss:
-        results = run_aggregation(str(ROOT / "topologies" / "bt15.json"),
-                                  args.out / f"loss-{loss}", strategies=("soar", "all-red"),
-                                  k=4, values=args.values, loss=loss)
-        for r in results:
-            rows.append([f"{loss:.0%}", r.strategy, r.values, r.chunks, r.window,
-                         r.retransmissions, r.duration_s, r.goodput_values_per_s,
-                         "yes" if r.sums_exact else "NO"])
-        print(format_table(["loss", "strategy", "values", "chunks", "window", "retransmissions",
-                            "duration s", "values/s", "exact"], rows, digits=1), flush=True)
-    print("\nBMv2 plain forwarding, one switch, 172-byte UDP payloads:")
-    fwd = forwarding_rate([2000, 5000, 10000, 20000])
-    print(format_table(["offered pps", "delivered pps", "lost"],
-                       [[o, d, f"{lost:.1%}"] for o, d, lost in fwd]))
-    ok = [o for o, _, lost in fwd if lost < 0.01]
-    print(f"highest offered rate delivered with < 1% loss: {max(ok) if ok else 'none'} pps")
+    for label, multicast, timers in variants:
+        for loss in args.loss:
+            old = not multicast and loss > 0
+            results = run_aggregation(str(BT15), args.out / f"{label[:9]}-loss-{loss}",
+                                      strategies=("soar", "all-red"), k=4, values=args.values,
+                                      loss=loss, multicast=multicast,
+                                      timers=Timers(0.2, 0.5, 0.5) if old else timers,
+                                      progress=False)
+            for r in results:
+                rows.append([label, f"{loss:.0%}", r.strategy, r.values, r.window,
+                             r.retransmissions, r.duration_s, round(r.goodput_values_per_s),
+                             round(r.switch_pps), f"{r.switch_pps / capacity:.0%}",
+                             "yes" if r.cost_matches else "NO",
+                             "yes" if r.sums_exact else "NO"])
+            print("\n3. aggregation on bt15 (CPU-bound: no link rates set):")
+            print(format_table(["variant", "loss", "strategy", "values", "window",
+                                "retransmissions", "duration s", "values/s", "switch pps",
+                                "of blast", "cost == phi", "exact"], rows, digits=1),
+                  flush=True)
     return 0
 
 

@@ -2,6 +2,8 @@
  *
  * - IPv4 forwarding by longest prefix (host /32 routes from the controller), per-port packet
  *   and byte counters in ingress (offered load: egress never sees tail drops) and egress.
+ * - A job's RESULT packets, sent once to its group address, replicated down its tree by the
+ *   packet replication engine (ipv4_multicast).
  * - ECN: in egress an ECT packet whose enq_qdepth is at or above the threshold set in the
  *   keyless table ecn_config gets CE; ecn_marked counts those per egress port.
  * - In-network aggregation (aggregate.p4) on UDP port AGG_UDP_PORT; egress counts each
@@ -34,9 +36,17 @@ control InnetIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 
+    /* a job's results, sent once by the destination to the job's group address, copied by
+     * the replication engine to every port toward the job's workers (the controller writes
+     * one multicast group per job and switch, group id = job) */
+    action ipv4_multicast(bit<16> group) {
+        standard_metadata.mcast_grp = group;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
     table ipv4_lpm {
         key = { hdr.ipv4.dst_addr : lpm; }
-        actions = { ipv4_forward; drop; }
+        actions = { ipv4_forward; ipv4_multicast; drop; }
         default_action = drop();
         size = 1024;
     }

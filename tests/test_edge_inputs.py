@@ -573,7 +573,7 @@ def test_deploy_and_status_json_against_a_p4runtime_server(tmp_path: Path) -> No
                            "--json"], json_out=True, ok_codes=(0,))
         deployed = json.loads(out)
         assert deployed["jobs"][0]["blue"] == ["s4", "s5", "s6", "s7"]
-        assert deployed["program_loads"] == 15 and deployed["writes"] == 285
+        assert deployed["program_loads"] == 15 and deployed["writes"] == 315
         assert not deployed["dry_run"] and deployed["switches"]["s4"]["load_program"]
         _, out, _ = check(["status", "--topology", path, "--switch", "s4", "--json"],
                           json_out=True, ok_codes=(0,))

@@ -237,6 +237,31 @@ def receiver_socket(bind_ip: str = "0.0.0.0", port: int = AGG_UDP_PORT,
     return sock
 
 
+RESULT_GROUP_PREFIX = (239, 1)  # administratively scoped IPv4 multicast (RFC 2365)
+
+
+def result_group_ip(job: int) -> str:
+    """The address a job's RESULT packets go to: the switches replicate them down the job's
+    tree (one multicast group per job and switch), every worker of the job listens on it."""
+    if not 0 <= job < 1 << 16:
+        raise ValueError(f"a job is 16 bits, got {job}")
+    return f"{RESULT_GROUP_PREFIX[0]}.{RESULT_GROUP_PREFIX[1]}.{job >> 8}.{job & 0xFF}"
+
+
+def join_result_group(sock: socket.socket, job: int, local_ip: str) -> None:
+    """Receive the job's multicast RESULTs on the interface of `local_ip`."""
+    mreq = socket.inet_aton(result_group_ip(job)) + socket.inet_aton(local_ip)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+
+
+def multicast_from(sock: socket.socket, local_ip: str, ttl: int = 64) -> None:
+    """Send multicast out of the interface of `local_ip`, with a TTL that crosses the tree
+    (the kernel's default of 1 would be dropped by the first switch)."""
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(local_ip))
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, ttl)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+
+
 def recv_with_tos(sock: socket.socket) -> tuple[bytes, tuple[str, int], int]:
     """One datagram, its sender and its TOS byte (-1 when the socket does not report it)."""
     data, anc, _, addr = sock.recvmsg(65535, socket.CMSG_SPACE(4))

@@ -262,9 +262,10 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     entries = intent.entries()
     addresses = switch_addresses(topo)
     if args.from_empty:
-        result = from_empty(addresses, entries, pipeline)
+        result = from_empty(addresses, entries, pipeline, intent.replication())
     else:
         result = deploy(addresses, entries, pipeline, dry_run=args.dry_run,
+                        replication=intent.replication(),
                         setup=queue_commands(queue_settings(args)), sideband=run_cli)
     queues = queue_settings(args)
     if args.json:
@@ -312,6 +313,10 @@ def print_deploy(result: DeployResult, order: Sequence[str] | None = None) -> No
             continue
         parts = ["load program"] if sd.pipeline else []
         parts.append(f"+{len(d.insert)} ~{len(d.modify)} -{len(d.delete)}")
+        pre = sd.replication
+        if pre.writes:
+            parts.append(f"multicast groups +{len(pre.insert)} ~{len(pre.modify)} "
+                         f"-{len(pre.delete)}")
         print(f"{head}: {'; '.join(parts)}")
         for e in d.delete:
             print(f"  - {describe(e)}")
@@ -320,6 +325,10 @@ def print_deploy(result: DeployResult, order: Sequence[str] | None = None) -> No
             print(f"  ~ {was}  =>  {describe(new)}")
         for e in d.insert:
             print(f"  + {describe(e)}")
+        for tag, groups in (("-", pre.delete), ("~", pre.modify), ("+", pre.insert)):
+            for g in groups:
+                ports = ", ".join(str(r.port) for r in g.replicas)
+                print(f"  {tag} {type(g).__name__} {g.key}: ports {ports or '(none)'}")
         if sd.cleaned_slots:
             print(f"  registers: slots {', '.join(map(str, sd.cleaned_slots))} back to zero")
         if sd.note:
@@ -456,7 +465,9 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
     pipeline = _pipeline(args)
     queues = queue_settings(args)
     addresses = switch_addresses(topo)
-    targets = {s: SwitchTarget(es, queue_commands(queues)) for s, es in intent.entries().items()}
+    groups = intent.replication()
+    targets = {s: SwitchTarget(es, queue_commands(queues), groups[s])
+               for s, es in intent.entries().items()}
     for es in intent.entries().values():  # an intent the program cannot hold: exit 2 now
         for e in es:
             normalise(pipeline.schema, e)

@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
     ex = nsub.add_parser("exec", help="run a command on a host of the network that is up",
                          description="Run CMD on HOST (inside its network namespace) and "
                                      "print what it printed; the exit status is CMD's.")
-    ex.add_argument("host", metavar="HOST")
+    ex.add_argument("host", metavar="HOST", help="a host of the topology, e.g. h1")
     ex.add_argument("argv", metavar="CMD", nargs=argparse.REMAINDER,
                     help="the command and its arguments (required)")
     ex.set_defaults(func=cmd_exec)
@@ -89,7 +89,9 @@ def register(sub: Any) -> None:
                       help="seconds to wait (default 60)")
     down.set_defaults(func=cmd_down)
 
-    info = nsub.add_parser("info", help="which network is up (pid, run folder, topology)")
+    info = nsub.add_parser("info", help="which network is up (pid, run folder, topology)",
+                           description="The record of the network that is up on this machine "
+                                       "(or that none is).")
     info.add_argument("--json", action="store_true", help="print the record as JSON")
     info.set_defaults(func=cmd_info)
 
@@ -125,7 +127,7 @@ class Live:
         args = argparse.Namespace(**{**vars(self.args), **fields})
         held = held_slots(self.intent.entries())
         intent = build_intent(args, self.topo, held)
-        applied = self.cn.set_intent(intent.entries())
+        applied = self.cn.set_intent(intent.entries(), intent.replication())
         self.intent, self.args = intent, args
         return {"plan": self.plan_text(), "writes": sum(d.writes for d in applied.values()),
                 "switches": {n: _summary(d) for n, d in applied.items() if d.writes}}
@@ -184,9 +186,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                                 str((out / "control.sock").resolve()), time.time())
     setup = queue_commands(queue_settings(args))
     try:
-        with live.claimed(record), \
-                _made(out), controlled_network(topo, out, intent.entries(), setup=setup,
-                                   pcap=args.pcap) as cn:
+        with live.claimed(record), _made(out), controlled_network(
+                topo, out, intent.entries(), replication=intent.replication(), setup=setup,
+                pcap=args.pcap) as cn:
             state = Live(topo, cn, intent, args)
             server = live.ControlServer(Path(record.control), state.handle)
             try:

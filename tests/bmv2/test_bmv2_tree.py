@@ -23,6 +23,7 @@ from p4rt_helpers import eventually
 
 from innet import aggpacket as ap
 from innet.bmv2.thrift import run_cli
+from innet.p4rt import entities as en
 from innet.p4rt.client import SwitchAddress, SwitchClient
 from innet.p4rt.deploy import DeployResult, deploy
 from innet.plan import intent as it
@@ -143,3 +144,50 @@ def test_a_changed_plan_zeroes_the_slots_of_the_old_entry(tree: Tree) -> None:
     got = tree.round(10, VECS, 1)  # the slots start clean: the next round sums exactly
     assert [(p.bitmap, p.count) for p in got] == [(0b1111, 4)]
     assert got[0].values == ap.wrap_sum(VECS.values())
+
+
+def test_one_result_reaches_every_worker_through_two_levels(tree: Tree) -> None:
+    """The destination sends a chunk's RESULT once, to the job's group address: s1 copies it
+    toward s2 and s3, each of them to its two workers. Every worker gets exactly one copy of
+    the one packet that crossed h0's link."""
+    w = it.workload_from_dict({"job": 4, "workers": WORKERS}, tree.topo)
+    intent = it.network_intent(tree.topo, [it.plan_job(tree.topo, w, blue=["s2", "s3"])])
+    done = deploy(tree.addresses, intent.entries(), PIPE, replication=intent.replication(),
+                  sideband=run_cli)
+    assert done.ok, done.failed
+    with SwitchClient(tree.addresses["s1"], PIPE.schema, writer=False) as c:
+        assert c.read_replication() == [en.MulticastGroup(4, (en.Replica(2), en.Replica(3)))]
+        before = c.read_counters(pg.C_PORT_IN)
+    group = ap.result_group_ip(4)
+    socks: dict[str, socket.socket] = {}
+    try:
+        for h in WORKERS:
+            with in_netns(tree.netns[h]):
+                socks[h] = ap.receiver_socket()
+            ap.join_result_group(socks[h], 4, HOSTS[h][0])
+        values = [k - 16 for k in range(32)]
+        res = ap.result_packet(ap.contribution(4, 77, 0, values), 0xF, 4, values, False)
+        with in_netns(tree.netns["h0"]):
+            tx = ap.sender_socket()
+        with tx:
+            ap.multicast_from(tx, HOSTS["h0"][0])
+            ap.send_packet(tx, group, res)
+        got: dict[str, list[ap.AggPacket]] = {h: [] for h in WORKERS}
+        deadline = time.monotonic() + 30  # a busy machine
+        while any(not v for v in got.values()) and time.monotonic() < deadline:
+            for s in select.select(list(socks.values()), [], [], 0.2)[0]:
+                h = next(k for k, v in socks.items() if v is s)
+                got[h].append(ap.decode(s.recv(65535)))
+        for s in select.select(list(socks.values()), [], [], 0.5)[0]:  # nothing more comes
+            h = next(k for k, v in socks.items() if v is s)
+            got[h].append(ap.decode(s.recv(65535)))
+    finally:
+        for s in socks.values():
+            s.close()
+    assert {h: len(v) for h, v in got.items()} == {h: 1 for h in WORKERS}
+    sent = ap.decode(ap.encode(res))
+    assert all(v[0].result and v[0].chunk == 77 and v[0].values == sent.values
+               for v in got.values())
+    with SwitchClient(tree.addresses["s1"], PIPE.schema, writer=False) as c:
+        after = c.read_counters(pg.C_PORT_IN)
+    assert after[1][0] - before.get(1, (0, 0))[0] == 1  # one packet from h0 for four workers

@@ -169,9 +169,9 @@ def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
         assert set(doc["switches"]) == set(BT15.switches)
         assert (s1["reachable"], s1["pipeline"], s1["primary_election_id"]) == \
             (True, PIPE.cookie, 1 << 64)
-        # the table entries it holds: 17 routes, one dropped, and job 1's track entry; the
-        # ECN default is no entry
-        assert s1["entries"] == 17 and "difference" not in s1
+        # the table entries it holds: 17 routes, one dropped, job 1's result route and its
+        # track entry; the ECN default is no entry
+        assert s1["entries"] == 18 and "difference" not in s1
         assert (s5["reachable"], s5["pipeline"], s5["entries"],
                 s5["primary_election_id"]) == (False, None, 0, None)
         assert "cannot open a P4Runtime session" in s5["error"]

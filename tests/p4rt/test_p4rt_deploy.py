@@ -63,7 +63,7 @@ def test_first_deploy_loads_the_program_and_every_entry(server: FakeP4RuntimeSer
     assert result.pipelines == 15
     # 17 routes per switch, the ECN default set, an agg_job entry on every switch of the
     # tree (all 15: aggregate on s4..s7, track on the others)
-    assert result.writes == 15 * 18 + 15 == updates(server)
+    assert result.writes == 15 * 19 + 15 == updates(server)  # + each job's result route
     for name in NAMES:
         assert held(server, name) == {normalise(PIPE.schema, e) for e in want[name]}
         assert server.device(NAMES.index(name)).cookie == PIPE.cookie
@@ -109,7 +109,7 @@ def test_a_new_plan_moves_with_the_fewest_writes(server: FakeP4RuntimeServer) ->
     gone = {n for n, d in step.switches.items() if d.diff.delete}
     assert gone == {"s3", "s6", "s7", "s11", "s12", "s13", "s14", "s15"}
     assert {n for n, d in step.switches.items() if d.diff.modify} == {"s1", "s2", "s5"}
-    assert step.writes == 11
+    assert step.writes == 19  # 3 changed, 8 agg entries and their 8 result routes gone
     no_ecn = it.network_intent(BT15, [it.plan_job(BT15, w, blue=["s2"])], None).entries()
     threshold = deploy(addrs(server), no_ecn, PIPE)
     assert threshold.writes == 15 and all(len(s.diff.modify) == 1
@@ -274,13 +274,15 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     assert main([*args, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "job 1: soar, k = 4: blue s4, s5, s6, s7" in out
-    assert "would write 300 entries" in out and updates(server) == 0
+    assert "would write 330 entries" in out and updates(server) == 0  # 15 result groups
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "s4 (" in out and "load program; +18 ~1 -0" in out
+    assert "s4 (" in out and "load program; +19 ~1 -0; multicast groups +1 ~0 -0" in out
+    assert "  + results 239.1.0.1/32 -> multicast group 1" in out
+    assert "  + MulticastGroup 1: ports 2, 3" in out
     assert "  + aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" in out
     assert "  ~ ECN: off  =>  ECN: mark CE at queue depth >= 20" in out
-    assert "15 switches (15 changed, 0 unchanged, 0 failed), 15 program loads, wrote 285 " \
+    assert "15 switches (15 changed, 0 unchanged, 0 failed), 15 program loads, wrote 315 " \
            "entries" in out
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -351,7 +353,7 @@ def test_cli_dry_run_from_empty_contacts_nobody(capsys: pytest.CaptureFixture[st
     assert "job 2: top, k = 1: blue s1" in out
     assert "  + aggregate job 2: wait for bitmap 0xff (8 workers), slots 0..15" in out
     assert "  ~ (the program's default)  =>  ECN: mark CE at queue depth >= 20" in out
-    assert "would write 294 entries" in out
+    assert "would write 312 entries" in out  # 9 tree switches: a result route and group each
 
 
 def test_cli_deploy_keeps_the_slots_a_job_holds(server: FakeP4RuntimeServer, tmp_path: Path,

@@ -19,8 +19,8 @@ from innet.plan.pipeline import load_pipeline
 from innet.testing.fake_server import FakeP4RuntimeServer
 
 NAMES = ["s1", "s2"]
-BASE = load_pipeline()
-PIPE = dataclasses.replace(BASE, managed=dataclasses.replace(BASE.managed, replication=True))
+PIPE = load_pipeline()  # innet's program owns the replication engine (result multicast)
+BASE = dataclasses.replace(PIPE, managed=dataclasses.replace(PIPE.managed, replication=False))
 
 pytestmark = pytest.mark.usefixtures("no_p4runtime_threads_left")
 

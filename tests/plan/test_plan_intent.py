@@ -265,8 +265,19 @@ def test_soar_on_bt15_with_k4_aggregates_at_the_four_middle_switches() -> None:
 def test_entries_of_a_switch() -> None:
     intent = it.derive(BT15, [wl(BT15, all_workers(BT15))], "soar", 4, ecn_threshold=30)
     entries = intent.entries()["s4"]
-    routes = [e for e in entries if e.table == pg.T_ROUTES]
+    routes = [e for e in entries if e.table == pg.T_ROUTES and e.action == pg.A_FORWARD]
     assert len(routes) == len(BT15.hosts)
+    # the job's results: one route to its group address, copied toward s8 (h1, h2: port 2)
+    # and s9 (h3, h4: port 3), never back up toward the destination (port 1)
+    results = [e for e in entries if e.table == pg.T_ROUTES and e.action == pg.A_MULTICAST]
+    assert results == [en.Entry(pg.T_ROUTES, (en.Match("dst_addr", 0xEF010001, 32),),
+                                pg.A_MULTICAST, (("group", 1),))]
+    assert intent.replication()["s4"] == (en.MulticastGroup(1, (en.Replica(2),
+                                                                en.Replica(3))),)
+    # the root copies to both halves of the tree; a leaf to its two workers' ports
+    assert intent.replication()["s1"] == (en.MulticastGroup(1, (en.Replica(2),
+                                                                en.Replica(3))),)
+    assert [r.port for r in intent.replication()["s8"][0].replicas] == [2, 3]
     h1 = next(e for e in routes if e.match[0].value == 0x0A000003)
     assert h1.match == (en.Match("dst_addr", 0x0A000003, 32),)
     assert h1.params == (("dst_mac", 0x080000000002), ("port", 2))

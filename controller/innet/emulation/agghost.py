@@ -6,7 +6,9 @@ of all workers inside 32 bits), a destination sums and answers. Each writes one 
 when it ends: counts, times, and a SHA-256 digest of the sums it holds, so the experiment can
 check every worker's result against the host-side fixed-point sum without moving tensors
 around. The destination serves several jobs at once (one socket: the aggregation port) and
-runs until SIGTERM, answering late retransmissions after it has every sum.
+runs until SIGTERM, answering late retransmissions after it has every sum. With
+`--multicast-from` it sends each completed chunk's RESULT once to the job's group address
+(the switches copy it to every worker, who joined the group with `--local-ip`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
                args.first_chunk, rto=args.rto, min_rto=args.min_rto, max_rto=args.max_rto,
                backoff=args.backoff)
     sock = ap.receiver_socket()
+    if args.local_ip:  # the switches copy the job's RESULTs to its group address
+        ap.join_result_group(sock, args.job, args.local_ip)
     pacer = Pacer(sock)
     # every worker starts at the same moment: a chunk completes only when all have sent it,
     # and processes that start one after the other would time out waiting for the last one
@@ -132,7 +136,10 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
     ce = 0
     packets = 0
     with ap.receiver_socket(tos=True) as sock:
+        if args.multicast_from:
+            ap.multicast_from(sock, args.multicast_from)
         pacer = Pacer(sock)
+        multicasts = 0
         Path(args.ready).touch()
         while not stop:
             if not select.select([sock], [], [], 0.1)[0]:
@@ -149,9 +156,15 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
             if entry is None:
                 continue
             dest, ips = entry
-            for wi, res in dest.receive(pkt, marked, time.monotonic()):
+            answers = dest.receive(pkt, marked, time.monotonic())
+            if args.multicast_from and len(answers) == dest.workers:
+                # a chunk just completed: one RESULT, the switches copy it to every worker
+                pacer.send(ap.result_group_ip(pkt.job), answers[0][1])
+                multicasts += 1
+                continue
+            for wi, res in answers:  # a retransmission's answer: to the workers it names
                 pacer.send(ips[wi], res)
-    return {"packets": packets, "ce_marked": ce, "jobs": {
+    return {"packets": packets, "ce_marked": ce, "multicast_results": multicasts, "jobs": {
         str(j): {"complete": d.complete, "chunks": d.chunks, "duplicates": d.duplicates,
                  "resent": d.resent, "counts_ok": all(s.count == d.workers and s.bitmap == d.full
                                                       for s in d.state.values()),
@@ -181,12 +194,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--max-rto", type=float, default=0.5)
     w.add_argument("--backoff", type=float, default=1.5)
     w.add_argument("--timeout", type=float, default=600.0, help="give up after (seconds)")
+    w.add_argument("--local-ip", default=None,
+                   help="this host's address: join the job's result group on it (default: "
+                        "results come unicast)")
     w.add_argument("--out", required=True)
     d = sub.add_parser("dest")
     d.add_argument("--job", action="append", required=True,
                    help="JOB:IP,IP,...:CHUNKS (worker i at the i-th address); repeat")
     d.add_argument("--first-chunk", type=int, default=0)
     d.add_argument("--ready", required=True, help="file touched once the socket is bound")
+    d.add_argument("--multicast-from", default=None, metavar="IP",
+                   help="send each completed chunk's RESULT once, to the job's group address, "
+                        "from this address (default: one unicast per worker)")
     d.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     result = run_worker(args) if args.role == "worker" else run_destination(args)

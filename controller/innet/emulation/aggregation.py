@@ -39,7 +39,7 @@ from innet.plan.intent import (
     network_intent,
     plan_job,
 )
-from innet.plan.program import C_AGG_EVENTS, C_AGG_FIRST, C_AGG_REPEAT
+from innet.plan.program import C_AGG_EVENTS, C_AGG_FIRST, C_AGG_REPEAT, C_PORT_IN
 from innet.routing import next_hops
 from innet.topology import Topology, load_topology
 
@@ -52,6 +52,27 @@ DEFAULT_VALUES = 32 * 1024  # 1,024 chunks
 DEFAULT_WINDOW = 8
 DEFAULT_WINDOW_LOSSY = 64
 QUEUE_DEPTH = 1024  # packets per egress queue: a window's burst is never tail-dropped
+
+
+@dataclass(frozen=True)
+class Timers:
+    """The workers' retransmission timer: RFC 6298 from measured round trips, kept between a
+    floor and a ceiling; `initial_s` until the first sample."""
+
+    floor_s: float = 0.005
+    ceiling_s: float = 1.0
+    initial_s: float = 0.2
+
+    @property
+    def first_s(self) -> float:
+        """The timer before the first sample: `initial_s` within the floor and ceiling."""
+        return min(max(self.initial_s, self.floor_s), self.ceiling_s)
+
+    def check(self) -> None:
+        if not 0.001 <= self.floor_s <= self.ceiling_s <= 60.0:
+            raise InputError(f"the retransmission timer's floor ({self.floor_s * 1e3:g} ms) "
+                             f"and ceiling ({self.ceiling_s * 1e3:g} ms) must satisfy "
+                             "1 ms <= floor <= ceiling <= 60 s")
 
 
 @dataclass(frozen=True)
@@ -80,9 +101,17 @@ class StrategyRun:
     # switch -> packets, and the cost of every packet on the uplinks, first or not
     link_repeats: dict[str, int] = field(default_factory=dict)
     total_cost: float = 0.0
+    # every packet every switch received during the stream (ports' ingress counters): the
+    # load the emulated network carried, to hold against its plain forwarding capacity
+    switch_packets: int = 0
+    multicast_results: int = 0  # RESULTs the destination sent once for the switches to copy
+
+    @property
+    def switch_pps(self) -> float:
+        return self.switch_packets / self.duration_s if self.duration_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "switch_pps": self.switch_pps}
 
     @property
     def cost_matches(self) -> bool:
@@ -142,13 +171,16 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                     DEFAULT_STRATEGIES, k: int = 4, values: int = DEFAULT_VALUES,
                     loss: float = 0.0, window: int | None = None, jobs: int = 1,
                     workload_path: str | None = None, seed: int = 0, pcap: bool = False,
-                    progress: bool = True,
+                    progress: bool = True, timers: Timers | None = None,
+                    multicast: bool = True,
                     before_plan: Callable[[Any, str], None] | None = None
                     ) -> list[StrategyRun]:
     """Run every strategy's plan in one network. `before_plan(network, strategy)` runs before
     each plan goes out (the tests restart a switch there)."""
     from innet.progress import bar as progress_bar
 
+    timers = timers or Timers()
+    timers.check()
     topo = load_topology(topology_path)
     base = load_workload(workload_path, topo) if workload_path else default_workload(topo)
     if values < 1:
@@ -181,7 +213,8 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     intent = network_intent(topo, first, drop_probability=loss)
     held: Held = held_slots(intent.entries())
     setup = queue_commands([QueueSetting(depth=QUEUE_DEPTH)])
-    with controlled_network(topo, out, intent.entries(), setup=setup, pcap=pcap) as cn:
+    with controlled_network(topo, out, intent.entries(), replication=intent.replication(),
+                            setup=setup, pcap=pcap) as cn:
         addresses, ctl = cn.addresses, cn.controller
         bar = progress_bar(list(plans.items()), desc="strategies", unit="plan", show=progress)
         for i, (name, jps) in enumerate(bar):
@@ -191,19 +224,23 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
             if i > 0:
                 intent = network_intent(topo, jps, held=held, drop_probability=loss)
                 held = held_slots(intent.entries())
-            applied = cn.set_intent(intent.entries())
+            applied = cn.set_intent(intent.entries(), intent.replication())
             writes = sum(d.writes for d in applied.values())
             before = _counters(ctl.session, addresses, C_AGG_FIRST)
             rep_before = _counters(ctl.session, addresses, C_AGG_REPEAT)
             ev_before = _counters(ctl.session, addresses, C_AGG_EVENTS)
+            in_before = _counters(ctl.session, addresses, C_PORT_IN)
             # each stream's chunks come after the previous one's: a cell that kept a
             # chunk of the last strategy sees the new ones as newer (docs: limits)
             hosts = _stream(cn.network, topo, workloads, values, window, seed, i * (chunks + 1),
-                            chunks, out, name, loss > 0)
+                            chunks, out, name, timers, multicast)
             time.sleep(0.3)
             after = _counters(ctl.session, addresses, C_AGG_FIRST)
             rep_after = _counters(ctl.session, addresses, C_AGG_REPEAT)
             ev_after = _counters(ctl.session, addresses, C_AGG_EVENTS)
+            in_after = _counters(ctl.session, addresses, C_PORT_IN)
+            received = sum(n - in_before[s].get(p, 0) for s in addresses
+                           for p, n in in_after[s].items())
             link_packets: dict[str, int] = {}
             link_repeats: dict[str, int] = {}
             for jp in jps:
@@ -233,7 +270,9 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                 goodput_values_per_s=values * len(workloads) / duration if duration > 0
                 else 0.0,
                 events=events, ce_marked=int(dest_out.get("ce_marked", 0)),
-                link_repeats=link_repeats, total_cost=measured_cost(jps, every, chunks)))
+                link_repeats=link_repeats, total_cost=measured_cost(jps, every, chunks),
+                switch_packets=received,
+                multicast_results=int(dest_out.get("multicast_results", 0))))
             _write_results(out, results, topo, workloads)  # a long run keeps what it has
     return results
 
@@ -253,13 +292,15 @@ def _exact(workers_out: list[dict[str, Any]], dest_out: dict[str, Any],
 
 
 def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, window: int,
-            seed: int, first_chunk: int, chunks: int, out: Path, label: str, lossy: bool
+            seed: int, first_chunk: int, chunks: int, out: Path, label: str,
+            timers: Timers, multicast: bool = True
             ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start the destination, let every worker stream its tensor, collect what they wrote.
-    `lossy`: the timers lie between 0.2 and 0.5 s (a lost packet stalls its chunk for no
-    longer); without loss between 2 and 4 s, so that no timer fires because the machine was
-    busy for a moment (measured here: round trips of 30-60 ms with stalls up to 1.2 s on two
-    shared cores; nothing is lost, and a timer that fires only adds packets to the cost)."""
+    `multicast`: the destination sends each completed chunk's RESULT once to the job's group
+    address and the switches copy it down the tree (else one unicast per worker). The
+    workers' timers come from their measured round trips (RFC 6298) between `timers`'
+    floor and ceiling: the switches count first transmissions apart, so a timer that fires
+    early costs packets, never the measurement."""
     logs = out / "logs"
     dest_name = workloads[0].destination
     dest_file = logs / f"dest-{label}.json"
@@ -270,6 +311,8 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
     for w in workloads:
         ips = ",".join(topo.hosts[h].ip for h in w.workers)
         cmd += ["--job", f"{w.job}:{ips}:{chunks}"]
+    if multicast:
+        cmd += ["--multicast-from", topo.hosts[dest_name].ip]
     dest = run.host(dest_name).popen(cmd, stdout=subprocess.DEVNULL,
                                      stderr=(logs / f"dest-{label}.err").open("w"))
     waited = time.monotonic() + 20
@@ -290,8 +333,9 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
                  str(len(w.workers)), "--values", str(values), "--seed", str(seed),
                  "--window", str(window), "--slots", str(w.slots), "--first-chunk",
                  str(first_chunk), "--start-at", f"{start_at:.3f}",
-                 *(["--min-rto", "0.2", "--max-rto", "0.5"] if lossy else
-                   ["--min-rto", "2.0", "--max-rto", "4.0"]), "--out", str(f)],
+                 "--rto", f"{timers.first_s:g}", "--min-rto", f"{timers.floor_s:g}",
+                 "--max-rto", f"{timers.ceiling_s:g}",
+                 *(["--local-ip", topo.hosts[h].ip] if multicast else []), "--out", str(f)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
     workers_out = []
     try:

@@ -173,7 +173,8 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
     intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
     setup = queue_commands([QueueSetting(rate_pps=round(capacity_pps / slowdown),
                                          depth=queue_depth)])
-    with controlled_network(topo, out, intent.entries(), setup=setup, pcap=pcap) as cn:
+    with controlled_network(topo, out, intent.entries(), replication=intent.replication(),
+                            setup=setup, pcap=pcap) as cn:
         for plan, order, flows in arms:
             if progress:
                 print(f"  {plan.mode}: {len(flows)} flows, {iterations} iterations ...",

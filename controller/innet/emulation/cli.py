@@ -86,6 +86,14 @@ def register(sub: Any) -> None:
     renamed(agg, "--jobs", "--concurrent-jobs", "run aggregation",
             "--jobs names a jobs file in the cassini and run cassini commands")
     agg.add_argument("--seed", type=SEED, default=0, help="seeds the vectors and random")
+    agg.add_argument("--rto-floor-ms", type=float_in(1.0, 60_000.0), default=5.0, metavar="MS",
+                     help="the workers' retransmission timer follows their measured round "
+                          "trips (RFC 6298) but never goes below this (default 5)")
+    agg.add_argument("--rto-ceiling-ms", type=float_in(1.0, 60_000.0), default=1000.0,
+                     metavar="MS", help="... nor above this, backoff included (default 1000)")
+    agg.add_argument("--unicast-results", action="store_true",
+                     help="the destination sends each result to every worker itself instead "
+                          "of once for the switches to copy down the tree (to compare)")
     agg.add_argument("--pcap", action="store_true", help="capture every switch port")
     agg.add_argument("--out", type=output_dir, default=None,
                      help="run folder (default runs/aggregation-DATE)")
@@ -147,7 +155,7 @@ def _check_environment() -> None:
 
 
 def cmd_aggregation(args: argparse.Namespace) -> int:
-    from innet.emulation.aggregation import DEFAULT_STRATEGIES, run_aggregation
+    from innet.emulation.aggregation import DEFAULT_STRATEGIES, Timers, run_aggregation
     from innet.table import format_table
 
     _check_environment()
@@ -157,7 +165,10 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
         results = run_aggregation(args.topology, out, strategies=strategies, k=args.k,
                                   values=args.values, loss=args.loss, window=args.window,
                                   jobs=args.concurrent_jobs, workload_path=args.workload,
-                                  seed=args.seed, pcap=args.pcap)
+                                  seed=args.seed, pcap=args.pcap,
+                                  timers=Timers(args.rto_floor_ms / 1e3,
+                                                args.rto_ceiling_ms / 1e3),
+                                  multicast=not args.unicast_results)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     # first transmissions are counted apart from what is sent again: cost == phi, lossy or not

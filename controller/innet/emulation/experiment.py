@@ -27,7 +27,7 @@ from innet.bmv2.thrift import run_cli
 from innet.emulation.net import RunningNetwork, running_network
 from innet.p4rt.client import SwitchAddress
 from innet.p4rt.controller import Controller, SwitchTarget, events_to
-from innet.p4rt.deploy import SwitchDeploy
+from innet.p4rt.deploy import Replication, SwitchDeploy
 from innet.p4rt.entities import Entry
 from innet.p4rt.schema import Pipeline
 from innet.plan.pipeline import load_pipeline
@@ -62,23 +62,36 @@ class ControlledNetwork:
     def host(self, name: str) -> Any:
         return self.network.host(name)
 
-    def targets(self, entries: Mapping[str, Sequence[Entry]]) -> dict[str, SwitchTarget]:
-        return {s: SwitchTarget(tuple(es), self.setup) for s, es in entries.items()
-                if s in self.addresses}
+    def targets(self, entries: Mapping[str, Sequence[Entry]],
+                replication: Mapping[str, Sequence[Replication]] | None = None
+                ) -> dict[str, SwitchTarget]:
+        return _targets(self.addresses, entries, replication, self.setup)
 
     def set_intent(self, entries: Mapping[str, Sequence[Entry]],
+                   replication: Mapping[str, Sequence[Replication]] | None = None,
                    timeout: float = SYNC_TIMEOUT) -> dict[str, SwitchDeploy]:
-        """Move every switch to `entries`; returns once each holds them (what each pass did)."""
-        self.controller.set_targets(self.targets(entries))
+        """Move every switch to `entries` and `replication` (multicast groups); returns once
+        each holds them (what each pass did)."""
+        self.controller.set_targets(self.targets(entries, replication))
         return self.controller.wait_synced(timeout)
+
+
+def _targets(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
+             replication: Mapping[str, Sequence[Replication]] | None,
+             setup: tuple[str, ...]) -> dict[str, SwitchTarget]:
+    pre = replication or {}
+    return {s: SwitchTarget(tuple(es), setup, tuple(pre.get(s, ()))) for s, es in entries.items()
+            if s in addresses}
 
 
 @contextlib.contextmanager
 def controlled_network(topo: Topology, out: Path, entries: Mapping[str, Sequence[Entry]], *,
+                       replication: Mapping[str, Sequence[Replication]] | None = None,
                        setup: Sequence[str] = (), pcap: bool = False,
                        pipeline: Pipeline | None = None,
                        timeout: float = SYNC_TIMEOUT) -> Iterator[ControlledNetwork]:
-    """The network up, every switch holding `entries` (and `setup` sent), until the body ends.
+    """The network up, every switch holding `entries` and `replication` (and `setup` sent),
+    until the body ends.
 
     The switches start without a program (as switches the controller did not start would):
     the controller's first pass loads it."""
@@ -87,8 +100,7 @@ def controlled_network(topo: Topology, out: Path, entries: Mapping[str, Sequence
             events_to(out / "logs" / "controller.log"):
         addresses = local_addresses(topo)
         setup_t = tuple(setup)
-        initial = {s: SwitchTarget(tuple(es), setup_t) for s, es in entries.items()
-                   if s in addresses}
+        initial = _targets(addresses, entries, replication, setup_t)
         with Controller(addresses, pipeline, initial, sideband=run_cli) as ctl:
             ctl.wait_synced(timeout)
             yield ControlledNetwork(net, ctl, addresses, setup_t)

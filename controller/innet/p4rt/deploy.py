@@ -274,16 +274,18 @@ def deploy(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequenc
 
 
 def from_empty(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
-               pipeline: Pipeline) -> DeployResult:
+               pipeline: Pipeline,
+               replication: Mapping[str, Sequence[Replication]] | None = None) -> DeployResult:
     """What `deploy` would do to switches that hold nothing yet, without contacting any: the
     program loaded on each, every entry inserted. A dry run for a network that is not up
     (a notebook, a plan reviewed before the switches start)."""
     unknown = sorted(set(entries) - set(addresses))
     if unknown:
         raise InputError(f"no address for switch {unknown[0]!r}")
+    pre = replication or {}
     return DeployResult({s: SwitchDeploy(s, addresses[s].grpc, True,
                                          diff([], [normalise(pipeline.schema, e) for e in es]),
-                                         0.0)
+                                         0.0, replication=diff_replication([], pre.get(s, ())))
                          for s, es in entries.items()}, 0.0, True)
 
 

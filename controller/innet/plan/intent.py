@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN
+from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN, result_group_ip
 from innet.errors import InputError, read_json
 from innet.names import natural_key
-from innet.p4rt.entities import Entry, Match
+from innet.p4rt.entities import Entry, Match, MulticastGroup, Replica
 from innet.p4rt.schema import ip_to_int, mac_to_int
 from innet.plan.program import (
     A_AGGREGATE,
@@ -39,6 +39,7 @@ from innet.plan.program import (
     A_ECN_OFF,
     A_ECN_ON,
     A_FORWARD,
+    A_MULTICAST,
     A_NO_FAULT,
     A_TRACK,
     DROP_SCALE,
@@ -269,6 +270,7 @@ class AggRole:
     workers: tuple[str, ...]
     slots: int = DEFAULT_JOB_SLOTS
     blue: bool = True
+    result_ports: tuple[int, ...] = ()  # where the job's RESULTs go from here: toward workers
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,9 +290,18 @@ class SwitchIntent:
                       (("expected", a.expected), ("slot_base", a.slot_base),
                        ("slots", a.slots)))
                 for a in self.aggregations]
+        out += [Entry(T_ROUTES, (Match("dst_addr", ip_to_int(result_group_ip(a.job)), 32),),
+                      A_MULTICAST, (("group", a.job),))
+                for a in self.aggregations if a.result_ports]
         out.append(ecn_entry(self.ecn_threshold))
         out.append(fault_entry(self.drop_probability))
         return tuple(out)
+
+    def replication(self) -> tuple[MulticastGroup, ...]:
+        """One multicast group per job (id = job): a copy of its RESULT out of every port
+        toward its workers, so the destination sends each result once."""
+        return tuple(MulticastGroup(a.job, tuple(Replica(p) for p in a.result_ports))
+                     for a in self.aggregations if a.result_ports)
 
     def pool_use(self) -> int:
         """Cells of the switch's slot pool its aggregation entries hold."""
@@ -322,6 +333,9 @@ class NetworkIntent:
 
     def entries(self) -> dict[str, tuple[Entry, ...]]:
         return {s: i.entries() for s, i in self.switches.items()}
+
+    def replication(self) -> dict[str, tuple[MulticastGroup, ...]]:
+        return {s: i.replication() for s, i in self.switches.items()}
 
 
 Held = Mapping[str, Mapping[int, tuple[int, int]]]  # switch -> job -> (slot_base, slots)
@@ -398,8 +412,11 @@ def network_intent(topo: Topology, jobs: Sequence[JobPlan],
             workers = jp.subtree_workers(s)
             if not workers:  # a blue switch with no load below sends nothing: no entry
                 continue
+            port_of = {r.host: r.port for r in all_routes[s]}
+            ports = tuple(sorted({port_of[w] for w in workers if w in port_of}))
             roles[s].append(AggRole(jp.workload.job, sum(jp.workload.bit(w) for w in workers),
-                                    0, jp.fan_in(s), workers, jp.workload.slots, s in blue))
+                                    0, jp.fan_in(s), workers, jp.workload.slots, s in blue,
+                                    ports))
     for s, rs in roles.items():
         bases = allocate_slots({r.job: r.slots for r in rs}, (held or {}).get(s), switch=s)
         roles[s] = [replace(r, slot_base=bases[r.job]) for r in rs]

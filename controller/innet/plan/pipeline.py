@@ -19,7 +19,7 @@ def _clean(device_config: bytes, slots: Sequence[int]) -> list[str]:
 
 
 MANAGED = Managed(program.MANAGED_TABLES, program.DEFAULT_TABLES, program.COUNTERS,
-                  stale_slots, _clean)
+                  stale_slots, _clean, replication=True)
 
 
 @functools.lru_cache(maxsize=8)

@@ -20,6 +20,7 @@ BMV2_JSON_PATH = P4SRC / "innet.json"
 
 # tables and their actions
 T_ROUTES, A_FORWARD = "ipv4_lpm", "ipv4_forward"
+A_MULTICAST = "ipv4_multicast"  # a job's RESULT group address: replicate (group = job)
 A_DROP_PACKET = "drop"  # ipv4_lpm's default: no route
 T_AGG, A_AGGREGATE, A_TRACK = "agg_job", "aggregate", "track"  # blue, red switches
 T_ECN, A_ECN_ON, A_ECN_OFF = "ecn_config", "set_ecn_threshold", "ecn_off"
@@ -57,6 +58,10 @@ def describe(entry: Entry) -> str:
         m = entry.match[0]
         return (f"route {int_to_ip(m.value)}/{m.prefix_len} -> port {p.get('port')} "
                 f"(dst mac {int_to_mac(p.get('dst_mac', 0))})")
+    if entry.table == T_ROUTES and entry.action == A_MULTICAST and len(entry.match) == 1:
+        m = entry.match[0]
+        return (f"results {int_to_ip(m.value)}/{m.prefix_len} -> multicast group "
+                f"{p.get('group')}")
     if entry.table == T_AGG and entry.action in (A_AGGREGATE, A_TRACK) and len(entry.match) == 1:
         expected = p.get("expected", 0)
         base = p.get("slot_base", 0)
