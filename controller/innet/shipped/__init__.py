@@ -17,7 +17,7 @@ from innet.errors import InputError
 _HERE = Path(__file__).resolve().parent
 # controller/innet/shipped/__init__.py -> shipped, innet, controller, the repository
 _CLONE = _HERE.parents[2]
-FOLDERS = ("p4src", "topologies", "examples")
+FOLDERS = ("p4src", "topologies", "examples", "ns3")
 
 
 def shipped_dir(name: str) -> Path:
