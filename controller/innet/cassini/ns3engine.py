@@ -2,7 +2,7 @@
 
 The fluid model shares every link max-min fairly and wastes nothing, so collisions cost little
 by construction. This engine runs the same plans through a packet-level simulator: a small
-C++ program (`ns3/cassini-sim/`, GPL-2.0 like ns-3, run as a separate process) that innet
+C++ program (`ns3-sim/cassini-sim/`, GPL-2.0 like ns-3, run as a separate process) that innet
 compiles once against the `ns3` wheel's headers and libraries, configures with a JSON file and
 reads back as JSON. It returns a `FluidResult`, so `Evaluation`, `ArmFigures` and the tables
 work unchanged.
@@ -346,14 +346,18 @@ def find_ns3() -> Ns3Install:
     InputError with the fix when missing."""
     import importlib.util
 
+    import sys
+
     root: Path | None = None
     override = os.environ.get("INNET_NS3_DIR")
     if override:
         root = Path(override)
-    else:
+    else:  # the wheel's folder, skipping any other folder called ns3 on the path
         spec = importlib.util.find_spec("ns3")
-        if spec is not None and spec.submodule_search_locations:
-            root = Path(next(iter(spec.submodule_search_locations)))
+        places = list(spec.submodule_search_locations or []) if spec is not None else []
+        places += [str(Path(p) / "ns3") for p in sys.path if p]
+        root = next((Path(p) for p in places
+                     if (Path(p) / "include" / "ns3" / "tcp-dctcp.h").exists()), None)
     if root is None:
         raise InputError(f"ns-3 is not installed: {NS3_FIX}")
     include = root / "include"
@@ -486,14 +490,17 @@ class Ns3Engine:
     settings: Ns3Settings = field(default_factory=Ns3Settings)
     name: str = "ns3"
 
-    def describe(self, network: Network) -> str:
-        scale = rate_scale(network, self.settings)
-        fastest = max(link.gbps for link in network.links)
+    def describe(self, fastest_gbps: float) -> str:
+        """One line for the output: what runs, and the rate scale."""
+        fastest = fastest_gbps
+        scale = (self.settings.rate_scale if self.settings.rate_scale is not None
+                 else min(1.0, DEFAULT_TARGET_GBPS / fastest))
         routing = ("innet.routing's static routes" if self.settings.routing == "static"
                    else "ns-3 random per-packet ECMP (not innet's routes)")
         return (f"ns-3 {NS3_VERSION}, DCTCP + RED/ECN; rates scaled x{scale:.3g} (fastest link "
                 f"{fastest:g} -> {fastest * scale:.3g} Gbps, delays x{1 / scale:.3g}); "
-                f"{routing}; {self.settings.warmup} warm-up iteration(s) not measured")
+                f"{routing}; {self.settings.warmup} warm-up iteration(s) not measured; marks "
+                "in simulated packets")
 
     def run(self, network: Network, run: Ns3Run, config: FluidConfig) -> FluidResult:
         est = estimate(network, run, config, self.settings)
