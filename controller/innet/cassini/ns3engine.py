@@ -345,7 +345,6 @@ def find_ns3() -> Ns3Install:
     """The ns3 wheel's headers and libraries (INNET_NS3_DIR overrides where to look);
     InputError with the fix when missing."""
     import importlib.util
-
     import sys
 
     root: Path | None = None
