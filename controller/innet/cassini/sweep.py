@@ -220,7 +220,7 @@ def _on_dask(address: str, task: Callable[[int], Draw], draws: int) -> Iterator[
                          "distributed (in innet's venv)") from None
     try:
         connect: Any = distributed.Client  # untyped
-        client: Any = connect(address, timeout="10s")
+        client: Any = connect(address, timeout="5s")
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"cannot reach the Dask scheduler at {address}: "
                          f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
