@@ -53,7 +53,8 @@ apt_install() {  # apt_install PKG... : install those not installed yet; quiet
 # (ethtool), captures, tmux (tests drive an interactive CLI in it), and what the venv and the
 # bundle need to unpack.
 DEBIAN_PACKAGES=(mininet bridge-utils iputils-ping iproute2 ethtool tcpdump psmisc procps
-                 xz-utils tmux)
+                 xz-utils tmux g++ nlohmann-json3-dev)
+# g++ and nlohmann-json3-dev: innet compiles the ns-3 engine's program (ns3-sim/) with them
 
 # --- Finding the toolchain bundle
 
@@ -303,6 +304,13 @@ main() {
     .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,emulation]'
     touch .venv/.innet-installed
+  fi
+  # ns-3 for `cassini ... --engine ns3`: the wheel's metadata asks for cppyy (no wheel, a long
+  # build) for bindings innet does not use, so it goes in without its dependencies
+  if ! .venv/bin/python -m pip show -q ns3 >/dev/null 2>&1; then
+    if ! .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps ns3==3.44.post0; then
+      skipped+=("ns-3 (pip install --no-deps ns3==3.44.post0 failed): --engine ns3 and its tests skip")
+    fi
   fi
 
   local part

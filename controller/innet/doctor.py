@@ -227,8 +227,40 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def check_ns3() -> list[Check]:
+    """`cassini evaluate|sweep --engine ns3`: the ns3 wheel, g++ and nlohmann-json, and that
+    the scenario program compiles (once; cached by its content)."""
+    from innet.errors import InputError
+
+    try:
+        from innet.cassini.ns3engine import NS3_FIX, build_program, compiler, find_ns3
+    except ImportError as exc:  # numpy missing: the Python packages' check says how
+        return [Check("ns-3", "ns3 wheel (headers, libraries)", False,
+                      f"innet's models do not load: {exc}", f"{SETUP}   (then innet doctor)",
+                      needed_for_demo=False)]
+    out = []
+    try:
+        install = find_ns3()
+        out.append(Check("ns-3", "ns3 wheel (headers, libraries)", True, str(install.lib),
+                         NS3_FIX, needed_for_demo=False))
+    except InputError as exc:
+        return [Check("ns-3", "ns3 wheel (headers, libraries)", False, str(exc), NS3_FIX,
+                      needed_for_demo=False)]
+    gxx_fix = "apt-get install -y g++ nlohmann-json3-dev   (or ./setup.sh as root)"
+    try:
+        out.append(Check("ns-3", "g++", True, compiler(), gxx_fix, needed_for_demo=False))
+        program = build_program(install)
+        out.append(Check("ns-3", "cassini-sim compiles", True, str(program), gxx_fix,
+                         needed_for_demo=False))
+    except InputError as exc:
+        out.append(Check("ns-3", "cassini-sim compiles", False, str(exc), gxx_fix,
+                         needed_for_demo=False))
+    return out
+
+
 CHECKS: tuple[Callable[[], Check | list[Check]], ...] = (
     check_python_packages, check_root, check_mininet, check_bmv2, check_qdiscs, check_ports,
+    check_ns3,
 )
 
 

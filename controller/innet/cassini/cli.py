@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from innet.argtypes import SEED, float_in, int_in, positive_float
+from innet.cassini.engine import ENGINES, Engine, make_engine
 from innet.cassini.evaluation import (
     evaluate_cluster,
     evaluate_link,
@@ -172,6 +174,7 @@ def register(sub: Any) -> None:
                          "(about 20 s here); a run past 28 simulated hours is refused anyway")
     ev.add_argument("--candidates", type=_count, default=20,
                     help="candidate placements (with --topology; default 20)")
+    _engine_args(ev)
     _checked_arg(ev)
     _geometry_args(ev)
     ev.add_argument("--json", action="store_true",
@@ -202,6 +205,13 @@ def register(sub: Any) -> None:
     sw.add_argument("--out", type=output_dir, metavar="DIR",
                     help="directory for sweep.json, sweep.txt and sweep-cdf.png "
                          "(default runs/cassini-sweep-DATE)")
+    _engine_args(sw)
+    sw.add_argument("--force", action="store_true",
+                    help="run even when a run's estimate is past the machine's patience")
+    sw.add_argument("--workers", type=int_in(1, 256), default=None,
+                    help="draws run in this many processes (default: one per CPU)")
+    sw.add_argument("--dask", metavar="tcp://HOST:PORT",
+                    help="run the draws on this Dask scheduler instead (same numbers)")
     sw.add_argument("--json", action="store_true",
                     help='print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
                          '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')
@@ -257,6 +267,32 @@ def _cluster_args(p: argparse.ArgumentParser, *, required: bool) -> None:
                    help="candidate placements the base proposes (default 20)")
     _geometry_args(p)
     _checked_arg(p)
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, default="fluid",
+                   help="what measures the arms: the fluid model (default), or ns-3 packets "
+                        "(TCP DCTCP, RED queues marking ECN; docs/cassini-ns3.md)")
+    p.add_argument("--rate-scale", type=float_in(0, 1, low_open=True), default=None,
+                   metavar="S",
+                   help="ns3: multiply link and phase rates by S, delays by 1/S (default: the "
+                        "fastest link becomes 0.1 Gbps)")
+    p.add_argument("--ecmp", action="store_true",
+                   help="ns3: ns-3's random per-packet ECMP instead of innet's routes")
+
+
+def _engine(args: argparse.Namespace) -> Engine | None:
+    """The engine the options ask for; for ns-3, one line on what it runs (the rate scale)."""
+    engine = make_engine(args.engine, rate_scale=args.rate_scale, ecmp=args.ecmp,
+                         seed=args.seed)
+    if engine is not None:
+        if getattr(args, "capacity", None) is not None:
+            fastest = float(args.capacity)
+        else:
+            topo = load_topology(args.topology)
+            fastest = max((link.mbps or 0.0) for link in topo.links) / 1000.0
+        print(f"engine: {engine.describe(fastest)}")
+    return engine
 
 
 def _checked_arg(p: argparse.ArgumentParser) -> None:
@@ -369,6 +405,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          realign_budget_pct=args.realign_budget_pct, force=args.force)
     config.check()
     jobs = load_jobs(args.jobs)
+    engine = _engine(args)
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -377,14 +414,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.jobs).stem}-"
     if args.capacity is not None:
         ev = evaluate_link(jobs, check_capacity(args.capacity), config,
-                           precision_deg=args.precision_deg, seed=args.seed)
+                           precision_deg=args.precision_deg, seed=args.seed, engine=engine)
         where = ev.where
     else:
         topo = load_topology(args.topology)
         with _progress(args.candidates) as progress:
             ev = evaluate_cluster(topo, jobs, config, candidates=args.candidates,
                                   checked=args.checked, precision_deg=args.precision_deg,
-                                  seed=args.seed, progress=progress)
+                                  seed=args.seed, progress=progress, engine=engine)
         assert ev.plan is not None
         where = f"{args.topology}, CASSINI keeps candidate #{ev.plan.candidate}"
     _warn(ev.warnings)
@@ -393,7 +430,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print_json(ev.to_dict() | {"plots": [str(p) for p in paths]})
         return 0
     print(f"{Path(args.jobs).name} on {where}; {config.iterations} iterations per job, "
-          f"marks above {config.threshold_kb:g} KB"
+          + (f"marks above {config.threshold_kb:g} KB" if engine is None
+             else f"{engine.name} engine (marks: CE-marked packets at switch queues)")
           + (f", agents re-align past {config.realign_pct:g}%" if config.realign_pct else ""))
     print(evaluation_text(ev))
     for p in paths:
@@ -418,14 +456,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
-    agents = replace(DEFAULT_CHECK, iterations=args.iterations)
+    agents = replace(DEFAULT_CHECK, iterations=args.iterations, force=args.force)
+    engine = _engine(args)
+    workers = args.workers or os.cpu_count() or 1
     from innet.progress import bar as progress_bar
 
     with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
         draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
-                      agents=agents, checked=args.checked, progress=lambda _i: bar.update(1))
+                      agents=agents, checked=args.checked, progress=lambda _i: bar.update(1),
+                      engine=engine, workers=workers, dask=args.dask)
     summary = summarise(draws)
     data = {"topology": args.topology, "jobs": args.jobs, "seed": args.seed,
+            "engine": args.engine, "rate_scale": args.rate_scale, "ecmp": args.ecmp,
             "iterations": args.iterations, "candidates": args.candidates,
             "checked": args.checked, "draws": [d.to_dict() for d in draws],
             "summary": summary}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from innet.cassini.engine import Engine
 from innet.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
 from innet.cassini.geometry import Circle, best_shifts, unified_circle
 from innet.cassini.profiles import JobProfile
@@ -105,14 +106,21 @@ class Evaluation:
 
 
 def evaluate_link(jobs: Sequence[JobProfile], capacity_gbps: float, config: FluidConfig, *,
-                  precision_deg: float, seed: int = 0) -> Evaluation:
-    """Every job on one link: without shifts (the agents off) against CASSINI's shifts."""
+                  precision_deg: float, seed: int = 0,
+                  engine: Engine | None = None) -> Evaluation:
+    """Every job on one link: without shifts (the agents off) against CASSINI's shifts, run
+    by `engine` (None: the fluid model)."""
     solution = best_shifts(jobs, capacity_gbps, precision_deg=precision_deg, seed=seed)
     traffic, cap = single_link(jobs, capacity_gbps)
     base_cfg = replace(config, realign_pct=None)
-    arms = (Arm(simulate(jobs, traffic, cap, {}, base_cfg, "base"), solution.score_unshifted),
-            Arm(simulate(jobs, traffic, cap, solution.shift_map(), config, "cassini"),
-                solution.score))
+
+    def run(shifts: dict[str, float], cfg: FluidConfig, label: str) -> FluidResult:
+        if engine is None:
+            return simulate(jobs, traffic, cap, shifts, cfg, label)
+        return engine.link(jobs, capacity_gbps, shifts, cfg, label)
+
+    arms = (Arm(run({}, base_cfg, "base"), solution.score_unshifted),
+            Arm(run(solution.shift_map(), config, "cassini"), solution.score))
     circle = LinkCircle(tuple(jobs), (1.0,) * len(jobs), solution.circle, capacity_gbps,
                         solution.shift_map(), (solution.score_unshifted, solution.score),
                         "one shared link")
@@ -122,15 +130,23 @@ def evaluate_link(jobs: Sequence[JobProfile], capacity_gbps: float, config: Flui
 
 def evaluate_cluster(topology: Topology, jobs: Sequence[JobProfile], config: FluidConfig, *,
                      candidates: int, checked: int, precision_deg: float, seed: int = 0,
-                     progress: Callable[[int], None] | None = None) -> Evaluation:
+                     progress: Callable[[int], None] | None = None,
+                     engine: Engine | None = None) -> Evaluation:
     """The jobs placed on `topology`: the base's placement, it with CASSINI's shifts, and
-    CASSINI's plan, each run in the fluid model (the agents only where there are shifts)."""
+    CASSINI's plan, each run by `engine` (None: the fluid model; the agents only where there
+    are shifts). The plans are the same whichever engine measures them."""
     result = schedule(topology, jobs, candidates=candidates, seed=seed,
                       precision_deg=precision_deg, progress=progress, checked=checked)
     base_cfg = replace(config, realign_pct=None)
-    arms = tuple(Arm(simulate(p.jobs, p.traffic, p.capacity_gbps, p.shifts_ms,
-                              base_cfg if p.mode == "base" else config, p.mode), p.score)
-                 for p in (result.base, result.base_shifted, result.cassini))
+
+    def run(p: ClusterPlan) -> FluidResult:
+        cfg = base_cfg if p.mode == "base" else config
+        if engine is None:
+            return simulate(p.jobs, p.traffic, p.capacity_gbps, p.shifts_ms, cfg, p.mode)
+        return engine.plan(topology, p, cfg)
+
+    arms = tuple(Arm(run(p), p.score) for p in (result.base, result.base_shifted,
+                                                 result.cassini))
     plan = result.cassini
     return Evaluation(arms, f"{topology.name}, CASSINI keeps candidate #{plan.candidate}",
                       _pick_link(result, jobs, precision_deg), plan, tuple(plan.warnings))

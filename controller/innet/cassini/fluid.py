@@ -153,7 +153,9 @@ def realign_grid(jobs: Sequence[JobProfile],
     return out
 
 
-def _segments(job: JobProfile) -> list[tuple[bool, float, float]]:
+def segments(job: JobProfile) -> list[tuple[bool, float, float]]:
+    """One iteration as (is_up, ms or Mbit, Gbps) in order: the compute gaps and the Up
+    phases' volumes (what every engine runs one after the other)."""
     out: list[tuple[bool, float, float]] = []
     t = 0.0
     for p in job.phases:
@@ -230,7 +232,7 @@ def run_bound(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int
         links = [link for link, per in traffic.items() if j.name in per]
         share = min((float(capacity_gbps[link]) / hops_on[link] for link in links),
                     default=math.inf)
-        down = sum(seg[1] for seg in _segments(j) if not seg[0])
+        down = sum(seg[1] for seg in segments(j) if not seg[0])
         ups = [p for p in j.phases if p.gbps > 0]
         worst[j.name] = down + sum(p.volume_mbit / min(p.gbps, share) for p in ups) \
             + j.iteration_ms
@@ -240,10 +242,10 @@ def run_bound(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int
         links = [link for link, per in traffic.items() if j.name in per]
         alone = min((float(capacity_gbps[link]) / traffic[link][j.name] for link in links),
                     default=math.inf)
-        down = sum(seg[1] for seg in _segments(j) if not seg[0])
+        down = sum(seg[1] for seg in segments(j) if not seg[0])
         fastest = max(_EPS, down + sum(p.volume_mbit / min(p.gbps, alone)
                                        for p in j.phases if p.gbps > 0))
-        events += (span / fastest + 2) * (len(_segments(j)) + 1)
+        events += (span / fastest + 2) * (len(segments(j)) + 1)
     return RunBound(span, int(min(events, 1e18)), slowest, worst.get(slowest, 0.0))
 
 
@@ -280,7 +282,7 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
     names = [link for link in traffic if traffic[link]]
     index = {link: i for i, link in enumerate(names)}
     capacity = [float(capacity_gbps[link]) for link in names]
-    state = [_Job(j, _segments(j), [(index[link], int(traffic[link][j.name]))
+    state = [_Job(j, segments(j), [(index[link], int(traffic[link][j.name]))
                                     for link in names if j.name in traffic[link]],
                   float(shifts_ms.get(j.name, 0.0)) % j.iteration_ms) for j in jobs]
     grids = realign_grid(jobs, traffic)

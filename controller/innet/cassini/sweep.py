@@ -16,13 +16,15 @@ tolerance in any of the four time figures counts as a loss.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from innet.cassini.engine import Engine
 from innet.cassini.fluid import Cache, FluidConfig, FluidResult, simulate_parts
 from innet.cassini.profiles import JobProfile
 from innet.cassini.scheduler import (
@@ -127,27 +129,41 @@ def run_plan(plan: ClusterPlan, agents: FluidConfig, cache: Cache | None = None)
 
 def run_draw(topology: Topology, jobs: Sequence[JobProfile], index: int, *, seed: int = 0,
              candidates: int = 20, agents: FluidConfig = DEFAULT_CHECK,
-             checked: int = DEFAULT_CHECKED) -> Draw:
+             checked: int = DEFAULT_CHECKED, engine: Engine | None = None) -> Draw:
     """Draw `index` of a sweep seeded `seed`: draw the running jobs' servers, plan, run the
     three arms in the fluid model set by `agents` (iterations, and CASSINI's agents, which
-    run wherever a plan has shifts; the base's placement without shifts runs without)."""
+    run wherever a plan has shifts; the base's placement without shifts runs without), or
+    on `engine`. A pure function of its arguments: any process gives the same draw."""
     rng = np.random.default_rng([seed, index])
     drawn = draw_pinned(topology, jobs, rng)
     result = schedule(topology, drawn, candidates=candidates, seed=seed, fluid=agents,
                       checked=checked)
     arms: dict[str, ArmFigures] = {}
     cache: Cache = {}
+    running = {j.name for j in drawn if j.hosts is not None}
+    base = result.base
+    if engine is not None:
+        for plan in (result.base, result.base_shifted, result.cassini):
+            shifted = any(v != 0 for v in plan.shifts_ms.values())
+            cfg = agents if shifted else replace(agents, realign_pct=None)
+            arms[plan.mode] = ArmFigures.of(engine.plan(topology, plan, cfg))
+        arms["running-only"] = ArmFigures.of(engine.plan(
+            topology, base, replace(agents, realign_pct=None), only=running))
+        return _draw(index, drawn, arms, result)
     for plan in (result.base, result.base_shifted, result.cassini):
         arms[plan.mode] = ArmFigures.of(run_plan(plan, agents, cache))
     # what no placement of the arriving jobs can beat: the running jobs' own collisions
-    running = {j.name for j in drawn if j.hosts is not None}
-    base = result.base
     alone = {link: {k: v for k, v in per.items() if k in running}
              for link, per in base.traffic.items()}
     alone = {link: per for link, per in alone.items() if per}
     arms["running-only"] = ArmFigures.of(simulate_parts(
         base.jobs, alone, base.capacity_gbps, {}, replace(agents, realign_pct=None),
         "running-only", cache))
+    return _draw(index, drawn, arms, result)
+
+
+def _draw(index: int, drawn: Sequence[JobProfile], arms: dict[str, ArmFigures],
+          result: Any) -> Draw:
     pinned = {j.name: j.hosts for j in drawn if j.hosts is not None}
     return Draw(index, pinned, arms, result.cassini.candidate,
                 any(v != 0 for v in result.cassini.shifts_ms.values()), result.base.score,
@@ -157,19 +173,65 @@ def run_draw(topology: Topology, jobs: Sequence[JobProfile], index: int, *, seed
 def sweep(topology: Topology, jobs: Sequence[JobProfile], draws: int = DEFAULT_DRAWS, *,
           seed: int = 0, candidates: int = 20, agents: FluidConfig = DEFAULT_CHECK,
           checked: int = DEFAULT_CHECKED,
-          progress: Callable[[int], Any] | None = None) -> list[Draw]:
+          progress: Callable[[int], Any] | None = None, engine: Engine | None = None,
+          workers: int = 1, dask: str | None = None) -> list[Draw]:
+    """Every draw, in this process (workers=1), in `workers` processes, or on the Dask
+    scheduler at `dask` ("tcp://HOST:PORT"); `progress(i)` as draw i finishes. Each draw is
+    seeded by (seed, index) alone, so the numbers do not depend on where it ran."""
     if draws < 1:
         raise InputError(f"--draws must be >= 1, got {draws}")
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
     if not any(j.hosts is not None for j in jobs):
         raise InputError("no job has hosts: a sweep draws the servers of the running jobs "
                          "(give some jobs a hosts list)")
-    out = []
-    for i in range(draws):
-        out.append(run_draw(topology, jobs, i, seed=seed, candidates=candidates,
-                            agents=agents, checked=checked))
-        if progress is not None:
-            progress(i)
-    return out
+    task = functools.partial(run_draw, topology, tuple(jobs), seed=seed, candidates=candidates,
+                             agents=agents, checked=checked, engine=engine)
+    out: dict[int, Draw] = {}
+    if dask is not None:
+        for d in _on_dask(dask, task, draws):
+            out[d.index] = d
+            if progress is not None:
+                progress(d.index)
+    elif workers == 1 or draws == 1:
+        for i in range(draws):
+            out[i] = task(i)
+            if progress is not None:
+                progress(i)
+    else:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=min(workers, draws)) as pool:
+            futures = [pool.submit(task, i) for i in range(draws)]
+            for fut in as_completed(futures):
+                d = fut.result()
+                out[d.index] = d
+                if progress is not None:
+                    progress(d.index)
+    return [out[i] for i in range(draws)]
+
+
+def _on_dask(address: str, task: Callable[[int], Draw], draws: int) -> Iterator[Draw]:
+    """The draws on a Dask cluster, as they finish; an unreachable scheduler is one line."""
+    try:
+        import distributed
+    except ImportError:
+        raise InputError("--dask needs dask's distributed package: pip install dask "
+                         "distributed (in innet's venv)") from None
+    try:
+        connect: Any = distributed.Client  # untyped
+        client: Any = connect(address, timeout="5s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                         ) from None
+    try:
+        futures = client.map(task, list(range(draws)), pure=False)
+        done: Any = distributed.as_completed
+        for fut in done(futures):
+            yield fut.result()
+    finally:
+        client.close()
 
 
 def _geomean(values: Sequence[float]) -> float:

@@ -17,7 +17,10 @@ from innet.errors import InputError
 _HERE = Path(__file__).resolve().parent
 # controller/innet/shipped/__init__.py -> shipped, innet, controller, the repository
 _CLONE = _HERE.parents[2]
-FOLDERS = ("p4src", "topologies", "examples")
+FOLDERS = ("p4src", "topologies", "examples", "ns3")
+# the ns-3 program's folder is ns3-sim/ in the clone: a folder named ns3 at the top would
+# shadow the ns3 wheel for any Python started there
+_IN_CLONE = {"ns3": "ns3-sim"}
 
 
 def shipped_dir(name: str) -> Path:
@@ -27,7 +30,7 @@ def shipped_dir(name: str) -> Path:
     if name not in FOLDERS:
         raise ValueError(f"no shipped folder {name!r} (one of {', '.join(FOLDERS)})")
     installed = _HERE / name
-    return installed if installed.is_dir() else _CLONE / name
+    return installed if installed.is_dir() else _CLONE / _IN_CLONE.get(name, name)
 
 
 def p4src_dir() -> Path:

@@ -1,0 +1,535 @@
+"""The packet-level engine: CASSINI's plans run on ns-3 (TCP DCTCP, RED queues marking ECN).
+
+The fluid model shares every link max-min fairly and wastes nothing, so collisions cost little
+by construction. This engine runs the same plans through a packet-level simulator: a small
+C++ program (`ns3-sim/cassini-sim/`, GPL-2.0 like ns-3, run as a separate process) that innet
+compiles once against the `ns3` wheel's headers and libraries, configures with a JSON file and
+reads back as JSON. It returns a `FluidResult`, so `Evaluation`, `ArmFigures` and the tables
+work unchanged.
+
+The model, fixed for every arm and scenario (docs/cassini-ns3.md):
+- Topology: innet's hosts, switches and links; each switch forwards to each host on
+  `innet.routing`'s next hop (static host routes), so the links the plan believes jobs share
+  are the links they share. `routing="ecmp"` uses ns-3's global routing with per-packet
+  random ECMP instead, and the output says so.
+- Rates: every link's rate and every phase's Gbps are multiplied by `rate_scale` (default:
+  the fastest link becomes 0.1 Gbps) and every link's delay divided by it, so the
+  bandwidth-delay product, the marking threshold and the buffer are the same number of
+  packets as in the real network while the simulator handles a few hundred times fewer
+  packets. Iteration times, phases and shifts are not scaled.
+- Queues: every egress port is RED in DCTCP's step mode (instant queue, mark CE above K
+  packets, no early drops), K = ceil(C x RTT / 7) for the longest host-to-host path's base
+  RTT, a buffer of 300 packets (450 KB: a shallow-buffer switch's share of one port).
+- Traffic: each ring hop of a job (`scheduler.ring_hops`) is one long-lived DCTCP
+  connection; in an Up phase the sender writes the phase's bytes (Gbps x duration) at the
+  phase's rate; the phase ends when every hop has delivered them; Down phases are compute
+  time. An iteration is its segments one after the other, as in the fluid model, so a
+  congested link stretches it. The first `warmup` iterations of every job (connections in
+  slow start) are run but not measured. Agents re-align on the fluid model's grid.
+- Marks: packets marked CE at switch egress queues; a queue's marks are charged to the jobs
+  crossing it by their share of its bytes (hops x volume).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from innet.cassini.fluid import (
+    FluidConfig,
+    FluidResult,
+    JobRun,
+    LinkRun,
+    realign_grid,
+    run_bound,
+    segments,
+)
+from innet.cassini.profiles import JobProfile
+from innet.cassini.scheduler import ClusterPlan, ring_hops
+from innet.errors import InputError
+from innet.routing import next_hops
+from innet.topology import Topology
+
+SOURCE_NAME = "cassini-sim.cc"
+NS3_VERSION = "3.44"
+LIB_STEM = "ns3.44"  # libns3.44-core.so
+NS3_FIX = "/work/main/.venv/bin/pip install --no-deps ns3==3.44.post0 (or ./setup.sh)"
+LIBS = ("core", "network", "internet", "point-to-point", "traffic-control")
+MSS = 1448
+WIRE_BYTES = MSS + 52  # TCP with timestamps (32) + IPv4 (20): what a full packet carries
+PPP_BYTES = WIRE_BYTES + 2  # on a point-to-point link
+DEFAULT_TARGET_GBPS = 0.1  # the fastest link after scaling
+DEFAULT_DELAY_US = 1.0  # a link without a delay: cable plus switch pipeline
+BUFFER_PACKETS = 300
+EPOCH_MS = 20.0  # the connections' handshakes before the first iteration
+MIN_RTO_MS = 10.0
+DELACK_MS = 1.0  # below MIN_RTO_MS: a held ACK must not outlast the retransmission timer
+# Measured here (one busy core of two): the simulator moves about 1e5 packets over one link
+# per second of wall time, ACKs included. A run estimated past MAX_WALL_S is refused
+# without force.
+PACKET_HOPS_PER_S = 1.0e5
+MAX_WALL_S = 900.0
+
+
+@dataclass(frozen=True)
+class Ns3Settings:
+    """What the ns-3 runs share: fixed before measuring, the same for every arm."""
+
+    rate_scale: float | None = None  # None: the fastest link becomes DEFAULT_TARGET_GBPS
+    routing: str = "static"  # "static": innet.routing's next hops; "ecmp": random per packet
+    buffer_packets: int = BUFFER_PACKETS
+    warmup: int = 1
+    seed: int = 0
+    timeout_s: float | None = None  # None: 3 x the estimate, at least 60 s
+
+    def check(self) -> None:
+        if self.routing not in ("static", "ecmp"):
+            raise InputError(f"routing must be 'static' or 'ecmp', got {self.routing!r}")
+        if self.rate_scale is not None and not 0 < self.rate_scale <= 1:
+            raise InputError(f"--rate-scale must be in (0, 1], got {self.rate_scale:g}")
+        if self.warmup < 0:
+            raise InputError(f"warmup must be >= 0, got {self.warmup}")
+
+
+# --------------------------------------------------------------------------- the network
+
+
+@dataclass(frozen=True)
+class NetLink:
+    a: str
+    b: str
+    gbps: float  # real, before scaling
+    delay_us: float  # real, before scaling
+
+
+@dataclass(frozen=True)
+class Network:
+    """What the simulator needs of a topology: nodes, links, and each switch's next hop to
+    each host (destination-based, as the switches forward)."""
+
+    hosts: tuple[str, ...]
+    switches: tuple[str, ...]
+    links: tuple[NetLink, ...]
+    next_hops: Mapping[str, Mapping[str, str]]  # switch -> host -> neighbour
+
+
+def network_of(topology: Topology, hosts: Sequence[str] | None = None) -> Network:
+    """The topology's links (Mbps -> Gbps, delay or DEFAULT_DELAY_US) and innet.routing's next
+    hops toward `hosts` (default: every host)."""
+    links = []
+    for i, link in enumerate(topology.links):
+        if link.mbps is None:
+            raise InputError(f"links[{i}] ({link.a.node}-{link.b.node}) has no Mbps: the ns-3 "
+                             "engine needs every link's rate", source=topology.source)
+        delay = link.delay_ms * 1000.0 if link.delay_ms > 0 else DEFAULT_DELAY_US
+        links.append(NetLink(link.a.node, link.b.node, link.mbps / 1000.0, delay))
+    table: dict[str, dict[str, str]] = {s: {} for s in sorted(topology.switches)}
+    for host in sorted(hosts if hosts is not None else topology.hosts):
+        for switch, hop in next_hops(topology, host).items():
+            table[switch][host] = hop.neighbour
+    return Network(tuple(sorted(topology.hosts)), tuple(sorted(topology.switches)),
+                   tuple(links), {s: t for s, t in table.items() if t})
+
+
+def dumbbell(jobs: Sequence[JobProfile],
+             capacity_gbps: float) -> tuple[Network, dict[str, tuple[str, ...]]]:
+    """Every job on one shared link: job j sends from sj on switch "left" to rj on "right";
+    the hosts' links are as fast as the shared one, so only the shared link is contended."""
+    links = [NetLink("left", "right", capacity_gbps, DEFAULT_DELAY_US)]
+    hosts: list[str] = []
+    table: dict[str, dict[str, str]] = {"left": {}, "right": {}}
+    placement: dict[str, tuple[str, ...]] = {}
+    for k, job in enumerate(jobs):
+        s, r = f"s{k}", f"r{k}"
+        hosts += [s, r]
+        links += [NetLink(s, "left", capacity_gbps, DEFAULT_DELAY_US),
+                  NetLink(r, "right", capacity_gbps, DEFAULT_DELAY_US)]
+        table["left"].update({s: s, r: "right"})
+        table["right"].update({s: "left", r: r})
+        placement[job.name] = (s, r)
+    return Network(tuple(hosts), ("left", "right"), tuple(links), table), placement
+
+
+def flows(placement: Mapping[str, Sequence[str]]) -> dict[str, list[tuple[str, str]]]:
+    """job -> its ring's host pairs, as the plan counts them (scheduler.ring_hops)."""
+    return {job: ring_hops(hosts) for job, hosts in placement.items()}
+
+
+def path_of(network: Network, src: str, dst: str) -> tuple[str, ...]:
+    """The node path a packet takes following the config's next hops (for the tests and the
+    RTT): the source host's only link, then each switch's next hop."""
+    first = next(link.b if link.a == src else link.a for link in network.links
+                 if src in (link.a, link.b))
+    path = [src, first]
+    while path[-1] != dst:
+        if len(path) > len(network.switches) + 2:
+            raise InputError(f"no route from {src} to {dst} in the next hops")
+        path.append(network.next_hops[path[-1]][dst])
+    return tuple(path)
+
+
+def rate_scale(network: Network, settings: Ns3Settings) -> float:
+    if settings.rate_scale is not None:
+        return settings.rate_scale
+    return min(1.0, DEFAULT_TARGET_GBPS / max(link.gbps for link in network.links))
+
+
+def queue_settings(network: Network, pairs: Sequence[tuple[str, str]]) -> tuple[int, float]:
+    """(K in packets, the longest base RTT in us) over the flows' paths, at real rates: a full
+    packet's serialisation and the propagation on each link out, an ACK's back. Scaling the
+    rates by s and the delays by 1/s changes neither K nor the BDP in packets."""
+    rate = {}
+    for link in network.links:
+        rate[(link.a, link.b)] = rate[(link.b, link.a)] = (link.gbps, link.delay_us)
+    rtt = 0.0
+    fastest = max(link.gbps for link in network.links)
+    for src, dst in pairs:
+        path = path_of(network, src, dst)
+        t = 0.0
+        for a, b in itertools.pairwise(path):
+            gbps, delay = rate[(a, b)]
+            t += 2 * delay + PPP_BYTES * 8e-3 / gbps + 66 * 8e-3 / gbps
+        rtt = max(rtt, t)
+    if rtt == 0.0:  # no flow: any K
+        return 1, 0.0
+    k = max(1, math.ceil(fastest * 1e9 * rtt * 1e-6 / (PPP_BYTES * 8) / 7))
+    return k, rtt
+
+
+# ----------------------------------------------------------------------------- the config
+
+
+@dataclass(frozen=True)
+class Ns3Run:
+    """One run's input: the jobs where they sit, their shifts, the traffic the plan counts."""
+
+    label: str
+    jobs: tuple[JobProfile, ...]
+    placement: Mapping[str, tuple[str, ...]]
+    shifts_ms: Mapping[str, float]
+    traffic: Mapping[str, Mapping[str, int]]  # link "a->b" -> job -> hops (the plan's)
+    capacity_gbps: Mapping[str, float]
+
+
+def run_of_plan(plan: ClusterPlan, only: set[str] | None = None) -> Ns3Run:
+    """A plan's run; `only`: the jobs that send (the others still hold their GPUs)."""
+    keep = [j for j in plan.jobs if only is None or j.name in only]
+    names = {j.name for j in keep}
+    traffic = {link: {k: v for k, v in per.items() if k in names}
+               for link, per in plan.traffic.items()}
+    traffic = {link: per for link, per in traffic.items() if per}
+    return Ns3Run(plan.mode, tuple(keep), {j: plan.placement[j] for j in names},
+                  {j: float(plan.shifts_ms.get(j, 0.0)) for j in names}, traffic,
+                  {link: plan.capacity_gbps[link] for link in traffic})
+
+
+def build_config(network: Network, run: Ns3Run, config: FluidConfig,
+                 settings: Ns3Settings, stop_ms: float) -> dict[str, Any]:
+    """The simulator's JSON input (a pure function): rates scaled, delays stretched alike."""
+    settings.check()
+    scale = rate_scale(network, settings)
+    pairs = flows(run.placement)
+    all_pairs = [p for ps in pairs.values() for p in ps]
+    k, _ = queue_settings(network, all_pairs)
+    grids = realign_grid(run.jobs, run.traffic)
+    largest = 0
+    jobs = []
+    for job in run.jobs:
+        segs: list[dict[str, Any]] = []
+        for up, amount, gbps in segments(job):
+            if up:
+                nbytes = max(1, round(amount * 1e6 * scale / 8))  # Mbit -> scaled bytes
+                largest = max(largest, nbytes)
+                segs.append({"up": True, "bytes": nbytes, "gbps": gbps * scale})
+            else:
+                segs.append({"up": False, "ms": amount})
+        realign = (None if config.realign_pct is None else
+                   {"pct": config.realign_pct, "budget_pct": config.realign_budget_pct,
+                    "grid_ms": grids[job.name]})
+        jobs.append({"name": job.name, "iteration_ms": job.iteration_ms,
+                     "shift_ms": float(run.shifts_ms.get(job.name, 0.0)),
+                     "iterations": config.iterations + settings.warmup, "segments": segs,
+                     "flows": [list(p) for p in pairs.get(job.name, [])], "realign": realign})
+    used = sorted({h for p in all_pairs for h in p})
+    return {
+        "version": 1, "seed": settings.seed, "mss": MSS, "epoch_ms": EPOCH_MS,
+        "stop_ms": stop_ms, "routing": settings.routing, "rate_scale": scale,
+        # warm, long-lived connections: a window of two BDPs never limits a paced sender
+        "initial_cwnd": max(10, 14 * k), "min_rto_ms": MIN_RTO_MS,
+        "delack_timeout_ms": DELACK_MS,
+        "buffer_bytes": max(1 << 20, 2 * largest + (1 << 16)),
+        "queue": {"k_packets": k, "buffer_packets": settings.buffer_packets},
+        "hosts": list(network.hosts), "switches": list(network.switches),
+        "links": [{"a": link.a, "b": link.b, "gbps": link.gbps * scale,
+                   "delay_us": link.delay_us / scale} for link in network.links],
+        "next_hops": {s: {h: t[h] for h in used if h in t}
+                      for s, t in network.next_hops.items()},
+        "jobs": jobs,
+    }
+
+
+@dataclass(frozen=True)
+class Estimate:
+    span_ms: float  # simulated, at most
+    packet_hops: float
+    wall_s: float
+    memory_mb: float
+
+
+def estimate(network: Network, run: Ns3Run, config: FluidConfig,
+             settings: Ns3Settings) -> Estimate:
+    """An upper bound before running: the fluid bound's span (every job's slowest iteration
+    under max-min sharing), the packets every iteration carries over every link of its
+    paths in it, at the rate this machine simulates them; memory for the nodes, sockets and
+    their buffers."""
+    scale = rate_scale(network, settings)
+    iterations = config.iterations + settings.warmup
+    bound = run_bound(run.jobs, run.traffic, run.capacity_gbps, iterations) if run.traffic \
+        else None
+    span = bound.span_ms if bound is not None else max(
+        (j.iteration_ms * (iterations + 1) for j in run.jobs), default=0.0)
+    pairs = flows(run.placement)
+    packets = 0.0
+    for job in run.jobs:
+        hops = sum(len(path_of(network, a, b)) - 1 for a, b in pairs.get(job.name, []))
+        per_iteration = sum(p.volume_mbit for p in job.phases) * 1e6 * scale / 8 / MSS
+        count = span / max(job.iteration_ms, 1e-9) + 2
+        packets += 1.5 * per_iteration * hops * count  # + an ACK per two packets
+    flows_n = sum(len(v) for v in pairs.values())
+    memory = 30 + 0.05 * (len(network.hosts) + len(network.switches)) + 0.3 * flows_n
+    return Estimate(span, packets, packets / PACKET_HOPS_PER_S, memory)
+
+
+def check_estimate(est: Estimate, force: bool) -> None:
+    if est.wall_s > MAX_WALL_S and not force:
+        raise InputError(f"the ns-3 run would take up to {est.wall_s / 60:.3g} min here "
+                         f"({est.packet_hops:.3g} packet-hops, {est.span_ms / 1000:.3g} s "
+                         f"simulated; at most {MAX_WALL_S / 60:.0f} min without --force): lower "
+                         "--iterations or --rate-scale")
+    avail = _available_mb()
+    if avail is not None and est.memory_mb > avail:
+        raise InputError(f"the ns-3 run needs about {est.memory_mb:.0f} MB, {avail:.0f} MB "
+                         "are available")
+
+
+def _available_mb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+# ----------------------------------------------------------------------- build and run
+
+
+@dataclass(frozen=True)
+class Ns3Install:
+    include: Path
+    lib: Path
+
+
+def find_ns3() -> Ns3Install:
+    """The ns3 wheel's headers and libraries (INNET_NS3_DIR overrides where to look);
+    InputError with the fix when missing."""
+    import importlib.util
+    import sys
+
+    root: Path | None = None
+    override = os.environ.get("INNET_NS3_DIR")
+    if override:
+        root = Path(override)
+    else:  # the wheel's folder, skipping any other folder called ns3 on the path
+        spec = importlib.util.find_spec("ns3")
+        places = list(spec.submodule_search_locations or []) if spec is not None else []
+        places += [str(Path(p) / "ns3") for p in sys.path if p]
+        root = next((Path(p) for p in places
+                     if (Path(p) / "include" / "ns3" / "tcp-dctcp.h").exists()), None)
+    if root is None:
+        raise InputError(f"ns-3 is not installed: {NS3_FIX}")
+    include = root / "include"
+    lib = next((root / d for d in ("lib64", "lib") if (root / d / _lib("core")).exists()), None)
+    if not (include / "ns3" / "tcp-dctcp.h").exists() or lib is None:
+        raise InputError(f"ns-3 at {root} lacks its headers or libraries (ns3/tcp-dctcp.h, "
+                         f"{_lib('core')}): {NS3_FIX}")
+    return Ns3Install(include, lib)
+
+
+def _lib(name: str) -> str:
+    return f"lib{LIB_STEM}-{name}.so"
+
+
+def source_path() -> Path:
+    from innet.shipped import shipped_dir
+
+    return shipped_dir("ns3") / "cassini-sim" / SOURCE_NAME
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("INNET_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "innet" / "ns3"
+
+
+def compiler() -> str:
+    gxx = shutil.which(os.environ.get("CXX", "g++"))
+    if gxx is None:
+        raise InputError("g++ is not installed: apt-get install -y g++ nlohmann-json3-dev "
+                         "(or ./setup.sh as root)")
+    return gxx
+
+
+def build_program(install: Ns3Install | None = None) -> Path:
+    """The compiled program, built once per content of the source, compiler and ns-3 and kept
+    in cache_dir()/<hash>/cassini-sim; compiled to a temporary name and renamed, so processes
+    building at once do not see half a binary."""
+    install = install or find_ns3()
+    gxx = compiler()
+    source = source_path()
+    try:
+        text = source.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the ns-3 program: {exc.strerror}",
+                         source=str(source)) from None
+    flags = ["-std=c++20", "-O2", f"-I{install.include}"]
+    libs = [f"-L{install.lib}", f"-Wl,-rpath,{install.lib}"] + [f"-l{LIB_STEM}-{n}"
+                                                                for n in LIBS]
+    digest = hashlib.sha256(text + "\0".join([gxx, *flags, *libs]).encode()).hexdigest()[:16]
+    out = cache_dir() / digest / "cassini-sim"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not Path("/usr/include/nlohmann/json.hpp").exists() and not any(
+            (Path(p) / "nlohmann" / "json.hpp").exists()
+            for p in os.environ.get("CPATH", "").split(":") if p):
+        raise InputError("nlohmann/json.hpp is missing: apt-get install -y nlohmann-json3-dev "
+                         "(or ./setup.sh as root)")
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".build-")
+    os.close(fd)
+    proc = subprocess.run([gxx, *flags, "-o", tmp, str(source), *libs], capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        Path(tmp).unlink(missing_ok=True)
+        first = next((ln for ln in proc.stderr.splitlines() if "error" in ln),
+                     proc.stderr.strip()[:300])
+        raise InputError(f"the ns-3 program does not compile: {first}", source=str(source))
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, out)
+    return out
+
+
+def run_config(program: Path, cfg: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
+    """Run the simulator on one config (niced: it shares the machine); its JSON result."""
+    with tempfile.TemporaryDirectory(prefix="innet-ns3-") as tmp:
+        cpath, rpath = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        cpath.write_text(json.dumps(cfg))
+        argv = [str(program), str(cpath), str(rpath)]
+        if shutil.which("nice"):
+            argv = ["nice", "-n", "19", *argv]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"the ns-3 run took longer than {timeout_s:.0f} s; lower "
+                             "--iterations or --rate-scale") from None
+        if proc.returncode != 0:
+            msg = proc.stderr.strip().splitlines()
+            raise RuntimeError(f"the ns-3 program failed ({proc.returncode}): "
+                               f"{msg[-1] if msg else 'no message'}")
+        result: dict[str, Any] = json.loads(rpath.read_text())
+    return result
+
+
+def to_result(run: Ns3Run, raw: Mapping[str, Any], warmup: int) -> FluidResult:
+    """The simulator's output as a FluidResult: per-job iterations (after the warm-up), switch
+    queues' marks as links' marks, charged to the jobs by their share of each link's bytes.
+    excess_mbit and overloaded_ms are fluid quantities: NaN here."""
+    if not raw.get("complete"):
+        raise RuntimeError(f"the ns-3 run stopped at {raw.get('duration_ms', 0):.0f} ms before "
+                           "every job had its iterations (its bound did not hold)")
+    volume = {j.name: sum(p.volume_mbit for p in j.phases) for j in run.jobs}
+    job_marks = {j.name: 0.0 for j in run.jobs}
+    links = []
+    for q in raw["queues"]:
+        if not q["switch"]:
+            continue
+        name = f"{q['from']}->{q['to']}"
+        per = run.traffic.get(name, {})
+        marks = float(q["marks"])
+        weight = {k: hops * volume[k] for k, hops in per.items()}
+        total = sum(weight.values())
+        for k, w in weight.items():
+            job_marks[k] += marks * w / total if total > 0 else 0.0
+        if name in run.traffic:
+            links.append(LinkRun(name, run.capacity_gbps[name], tuple(per), marks, math.nan,
+                                 math.nan))
+    by_name = {j["name"]: j for j in raw["jobs"]}
+    jobs = tuple(JobRun(j.name, j.iteration_ms,
+                        tuple(by_name[j.name]["iterations_ms"][warmup:]),
+                        job_marks[j.name], int(by_name[j.name]["realignments"]))
+                 for j in run.jobs)
+    return FluidResult(run.label, jobs, tuple(links), float(raw["duration_ms"]),
+                       dict(run.shifts_ms))
+
+
+@dataclass(frozen=True)
+class Ns3Engine:
+    """`evaluate`'s and `sweep`'s engine on ns-3 (picklable: sweeps ship it to workers)."""
+
+    settings: Ns3Settings = field(default_factory=Ns3Settings)
+    name: str = "ns3"
+
+    def describe(self, fastest_gbps: float) -> str:
+        """One line for the output: what runs, and the rate scale."""
+        fastest = fastest_gbps
+        scale = (self.settings.rate_scale if self.settings.rate_scale is not None
+                 else min(1.0, DEFAULT_TARGET_GBPS / fastest))
+        routing = ("innet.routing's static routes" if self.settings.routing == "static"
+                   else "ns-3 random per-packet ECMP (not innet's routes)")
+        return (f"ns-3 {NS3_VERSION}, DCTCP + RED/ECN; rates scaled x{scale:.3g} (fastest link "
+                f"{fastest:g} -> {fastest * scale:.3g} Gbps, delays x{1 / scale:.3g}); "
+                f"{routing}; {self.settings.warmup} warm-up iteration(s) not measured; marks "
+                "in simulated packets")
+
+    def run(self, network: Network, run: Ns3Run, config: FluidConfig) -> FluidResult:
+        est = estimate(network, run, config, self.settings)
+        check_estimate(est, config.force)
+        program = build_program()
+        # TCP may share worse than max-min: room past the fluid bound before calling it stuck
+        stop = 4 * est.span_ms + 10_000.0
+        cfg = build_config(network, run, config, self.settings, stop)
+        timeout = self.settings.timeout_s or max(60.0, 3 * est.wall_s)
+        return to_result(run, run_config(program, cfg, timeout), self.settings.warmup)
+
+    def plan(self, topology: Topology, plan: ClusterPlan, config: FluidConfig,
+             only: set[str] | None = None) -> FluidResult:
+        run = run_of_plan(plan, only)
+        hosts = sorted({h for hs in run.placement.values() for h in hs})
+        return self.run(network_of(topology, hosts), run, config)
+
+    def link(self, jobs: Sequence[JobProfile], capacity_gbps: float,
+             shifts_ms: Mapping[str, float], config: FluidConfig, label: str) -> FluidResult:
+        network, placement = dumbbell(jobs, capacity_gbps)
+        traffic = {"left->right": {j.name: 1 for j in jobs}}
+        run = Ns3Run(label, tuple(jobs), placement,
+                     {j.name: float(shifts_ms.get(j.name, 0.0)) for j in jobs}, traffic,
+                     {"left->right": capacity_gbps})
+        return self.run(network, run, config)
+
+
+def check_available() -> str:
+    """For doctor and the CLI: ns-3 present, g++ present, the program compiles; what was
+    found, or InputError with the fix."""
+    install = find_ns3()
+    program = build_program(install)
+    return f"ns-3 {NS3_VERSION} at {install.lib.parent}; cassini-sim at {program}"

@@ -1,0 +1,663 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// cassini-sim: CASSINI's jobs on a packet-level network, for innet's `--engine ns3`.
+//
+// Copyright (C) 2025 the innet authors.
+//
+// This program is free software; you can redistribute it and/or modify it under the terms of
+// the GNU General Public License version 2 as published by the Free Software Foundation.
+// It links against ns-3 (GPL-2.0); see COPYING in this folder. innet (Apache-2.0) only runs it
+// as a separate process, through a JSON file in and a JSON file out.
+//
+// Usage: cassini-sim CONFIG.json RESULT.json
+//
+// The config (written by innet.cassini.ns3engine, which documents every field) gives the
+// nodes, the point-to-point links (rates already scaled, delays), each switch's next hop per
+// destination host (innet.routing's, so the links the plan believes jobs share are the ones
+// they share), the queue settings, and the jobs: their ring flows, shift, and the segments of
+// one iteration (compute for some ms, or communicate some bytes at some rate on every flow).
+// Each flow is one long-lived DCTCP connection; the sender writes its phase's bytes at the
+// phase's rate (application-limited, as a collective paces its buffers); an Up segment ends
+// when every flow of the job has delivered its bytes, so a congested link stretches the
+// iteration. Every egress queue is RED with ECN in DCTCP's step mode (mark above K packets).
+
+#include "ns3/core-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace ns3;
+using json = nlohmann::json;
+
+namespace
+{
+
+struct Segment
+{
+    bool up;
+    double ms;       // Down: compute time
+    uint64_t bytes;  // Up: bytes per flow
+    double bps;      // Up: the phase's (scaled) rate
+};
+
+struct Job;
+
+struct Flow
+{
+    Job* job = nullptr;
+    Ptr<Socket> tx;
+    uint64_t written = 0;  // bytes handed to TCP so far
+    uint64_t target = 0;   // cumulative bytes the current phase ends at
+    uint64_t received = 0;
+    bool done = true;
+    EventId tick;
+};
+
+struct Job
+{
+    std::string name;
+    double iterationMs = 0;
+    double shiftMs = 0;
+    uint32_t iterations = 0;
+    std::vector<Segment> segments;
+    std::vector<std::unique_ptr<Flow>> flows;
+    bool realign = false;
+    double realignPct = 0, budgetPct = 0, gridMs = 0;
+    int seg = -1;
+    uint32_t pending = 0;
+    double startMs = NAN;
+    std::vector<double> times;
+    uint32_t realigned = 0;
+};
+
+std::vector<std::unique_ptr<Job>> g_jobs;
+double g_epochMs = 0;
+uint32_t g_mss = 1448;
+bool g_stopped = false;
+
+double
+NowMs()
+{
+    return Simulator::Now().GetSeconds() * 1e3 - g_epochMs;
+}
+
+bool
+AllMeasured()
+{
+    for (const auto& j : g_jobs)
+    {
+        if (j->times.size() < j->iterations)
+        {
+            return false;
+        }
+    }
+    return true;
+}
+
+void Advance(Job* job);
+
+void
+SegmentDone(Job* job)
+{
+    Advance(job);
+}
+
+// The sender writes one MSS per tick at the phase's rate; what TCP cannot take yet waits.
+void
+Tick(Flow* f, double bps)
+{
+    if (f->written >= f->target)
+    {
+        return;
+    }
+    uint64_t n = std::min<uint64_t>(g_mss, f->target - f->written);
+    uint32_t room = f->tx->GetTxAvailable();
+    if (room >= n)
+    {
+        int sent = f->tx->Send(Create<Packet>(static_cast<uint32_t>(n)));
+        if (sent > 0)
+        {
+            f->written += static_cast<uint64_t>(sent);
+        }
+    }
+    if (f->written < f->target)
+    {
+        f->tick = Simulator::Schedule(Seconds(static_cast<double>(g_mss) * 8.0 / bps), &Tick, f,
+                                      bps);
+    }
+}
+
+void
+Received(Flow* f, uint64_t bytes)
+{
+    f->received += bytes;
+    if (!f->done && f->received >= f->target)
+    {
+        f->done = true;
+        Job* job = f->job;
+        if (--job->pending == 0)
+        {
+            SegmentDone(job);
+        }
+    }
+}
+
+void
+StartSegment(Job* job)
+{
+    const Segment& s = job->segments[job->seg];
+    if (!s.up)
+    {
+        Simulator::Schedule(MilliSeconds(1) * s.ms, &SegmentDone, job);
+        return;
+    }
+    job->pending = static_cast<uint32_t>(job->flows.size());
+    if (job->pending == 0)  // a job on one host: nothing goes on the wire
+    {
+        Simulator::Schedule(MilliSeconds(1) * (static_cast<double>(s.bytes) * 8e3 / s.bps),
+                            &SegmentDone, job);
+        return;
+    }
+    for (auto& f : job->flows)
+    {
+        f->target += s.bytes;
+        f->done = f->received >= f->target;
+        if (f->done)
+        {
+            --job->pending;
+        }
+        Tick(f.get(), s.bps);
+    }
+    if (job->pending == 0)
+    {
+        Simulator::ScheduleNow(&SegmentDone, job);
+    }
+}
+
+void
+BeginIteration(Job* job)
+{
+    double t = NowMs();
+    if (!std::isnan(job->startMs))
+    {
+        job->times.push_back(t - job->startMs);
+    }
+    job->startMs = t;
+    if (AllMeasured())
+    {
+        if (!g_stopped)
+        {
+            g_stopped = true;
+            Simulator::Stop();
+        }
+        return;
+    }
+    job->seg = 0;
+    StartSegment(job);
+}
+
+// The current segment is over: the next one, or the next iteration (CASSINI's agent first
+// checks the job against the grid of its interleaving, as innet.cassini.fluid._advance does).
+void
+Advance(Job* job)
+{
+    if (job->seg >= 0 && job->seg + 1 < static_cast<int>(job->segments.size()))
+    {
+        ++job->seg;
+        StartSegment(job);
+        return;
+    }
+    if (job->seg >= 0 && job->realign)
+    {
+        double t = NowMs();
+        double late = std::fmod(t - job->shiftMs, job->gridMs);
+        if (late < 0)
+        {
+            late += job->gridMs;
+        }
+        if (job->gridMs - late <= 1e-6)
+        {
+            late = 0;
+        }
+        double period = job->iterationMs;
+        if (late > job->realignPct / 100.0 * period &&
+            job->gridMs - late <= job->budgetPct / 100.0 * period + 1e-9)
+        {
+            job->seg = -1;
+            ++job->realigned;
+            Simulator::Schedule(MilliSeconds(1) * (job->gridMs - late), &BeginIteration, job);
+            return;
+        }
+    }
+    BeginIteration(job);
+}
+
+struct Sink
+{
+    Flow* flow;
+    Ptr<Socket> listener;
+    std::vector<Ptr<Socket>> accepted;
+};
+
+std::vector<std::unique_ptr<Sink>> g_sinks;
+
+void
+SinkRecv(Sink* sink, Ptr<Socket> socket)
+{
+    Ptr<Packet> p;
+    while ((p = socket->Recv()))
+    {
+        if (p->GetSize() > 0)
+        {
+            Received(sink->flow, p->GetSize());
+        }
+    }
+}
+
+void
+SinkAccept(Sink* sink, Ptr<Socket> socket, const Address&)
+{
+    socket->SetRecvCallback(MakeBoundCallback(&SinkRecv, sink));
+    sink->accepted.push_back(socket);
+}
+
+bool
+SinkRequest(Ptr<Socket>, const Address&)
+{
+    return true;
+}
+
+void
+Connect(Ptr<Socket> socket, InetSocketAddress to)
+{
+    socket->Connect(to);
+}
+
+[[noreturn]] void
+Fail(const std::string& what)
+{
+    std::cerr << "cassini-sim: " << what << std::endl;
+    std::exit(2);
+}
+
+template <typename T>
+T
+Field(const json& obj, const char* key, const std::string& where)
+{
+    if (!obj.contains(key))
+    {
+        Fail(where + ": missing field '" + key + "'");
+    }
+    try
+    {
+        return obj.at(key).get<T>();
+    }
+    catch (const json::exception& e)
+    {
+        Fail(where + "." + key + ": " + e.what());
+    }
+}
+
+} // namespace
+
+int
+main(int argc, char** argv)
+{
+    if (argc != 3)
+    {
+        std::cerr << "usage: cassini-sim CONFIG.json RESULT.json" << std::endl;
+        return 2;
+    }
+    auto wall0 = std::chrono::steady_clock::now();
+    json cfg;
+    {
+        std::ifstream in(argv[1]);
+        if (!in)
+        {
+            Fail(std::string(argv[1]) + ": cannot read");
+        }
+        try
+        {
+            in >> cfg;
+        }
+        catch (const json::exception& e)
+        {
+            Fail(std::string(argv[1]) + ": not JSON: " + e.what());
+        }
+    }
+    if (Field<int>(cfg, "version", "config") != 1)
+    {
+        Fail("config.version: expected 1");
+    }
+    const json& queue = cfg.at("queue");
+    const uint32_t k = Field<uint32_t>(queue, "k_packets", "queue");
+    const uint32_t buffer = Field<uint32_t>(queue, "buffer_packets", "queue");
+    g_mss = Field<uint32_t>(cfg, "mss", "config");
+    g_epochMs = Field<double>(cfg, "epoch_ms", "config");
+    const double stopMs = Field<double>(cfg, "stop_ms", "config");
+    const std::string routing = Field<std::string>(cfg, "routing", "config");
+    if (routing != "static" && routing != "ecmp")
+    {
+        Fail("config.routing: expected 'static' or 'ecmp', got '" + routing + "'");
+    }
+
+    RngSeedManager::SetSeed(1);
+    RngSeedManager::SetRun(Field<uint32_t>(cfg, "seed", "config") + 1);
+    GlobalValue::Bind("ChecksumEnabled", BooleanValue(false));
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue("ns3::TcpDctcp"));
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(g_mss));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd",
+                       UintegerValue(Field<uint32_t>(cfg, "initial_cwnd", "config")));
+    Config::SetDefault("ns3::TcpSocket::SndBufSize",
+                       UintegerValue(Field<uint32_t>(cfg, "buffer_bytes", "config")));
+    Config::SetDefault("ns3::TcpSocket::RcvBufSize",
+                       UintegerValue(Field<uint32_t>(cfg, "buffer_bytes", "config")));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto",
+                       TimeValue(MilliSeconds(1) * Field<double>(cfg, "min_rto_ms", "config")));
+    // below the minimum RTO, or a held ACK of a phase's last odd segment fires spurious
+    // timeouts whose backoff stalls the connection for seconds
+    Config::SetDefault("ns3::TcpSocket::DelAckTimeout",
+                       TimeValue(MilliSeconds(1) * Field<double>(cfg, "delack_timeout_ms", "config")));
+    Config::SetDefault("ns3::RedQueueDisc::UseEcn", BooleanValue(true));
+    Config::SetDefault("ns3::RedQueueDisc::UseHardDrop", BooleanValue(false));
+    Config::SetDefault("ns3::RedQueueDisc::Gentle", BooleanValue(false));
+    Config::SetDefault("ns3::RedQueueDisc::QW", DoubleValue(1.0));  // the instant queue
+    Config::SetDefault("ns3::RedQueueDisc::MeanPktSize", UintegerValue(g_mss + 52));
+    Config::SetDefault("ns3::RedQueueDisc::MaxSize",
+                       QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, buffer)));
+    Config::SetDefault("ns3::RedQueueDisc::MinTh", DoubleValue(k));
+    Config::SetDefault("ns3::RedQueueDisc::MaxTh", DoubleValue(k));
+    if (cfg.contains("ns3_defaults"))  // extra attributes, e.g. for experiments
+    {
+        for (const auto& [name, value] : cfg.at("ns3_defaults").items())
+        {
+            if (!Config::SetDefaultFailSafe(name, StringValue(value.get<std::string>())))
+            {
+                Fail("ns3_defaults: no attribute '" + name + "'");
+            }
+        }
+    }
+    if (routing == "ecmp")
+    {
+        Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
+    }
+
+    // nodes
+    std::map<std::string, Ptr<Node>> nodes;
+    std::map<std::string, bool> isHost;
+    NodeContainer all;
+    for (const auto& h : Field<std::vector<std::string>>(cfg, "hosts", "config"))
+    {
+        nodes[h] = CreateObject<Node>();
+        isHost[h] = true;
+        all.Add(nodes[h]);
+    }
+    for (const auto& s : Field<std::vector<std::string>>(cfg, "switches", "config"))
+    {
+        if (nodes.count(s))
+        {
+            Fail("config.switches: '" + s + "' is also a host");
+        }
+        nodes[s] = CreateObject<Node>();
+        isHost[s] = false;
+        all.Add(nodes[s]);
+    }
+    InternetStackHelper stack;
+    Ipv4StaticRoutingHelper staticHelper;
+    Ipv4GlobalRoutingHelper globalHelper;
+    if (routing == "static")
+    {
+        stack.SetRoutingHelper(staticHelper);
+    }
+    else
+    {
+        stack.SetRoutingHelper(globalHelper);
+    }
+    stack.Install(all);
+
+    // links: one /30 each; (node, neighbour) -> (interface on node, neighbour's address)
+    struct Port
+    {
+        uint32_t ifIndex;
+        Ipv4Address far;
+        Ptr<QueueDisc> qdisc;
+    };
+
+    std::map<std::pair<std::string, std::string>, Port> ports;
+    std::map<std::string, Ipv4Address> hostAddress;
+    std::vector<std::pair<std::string, std::string>> order;
+    Ipv4AddressHelper addresses("10.0.0.0", "255.255.255.252");
+    size_t li = 0;
+    for (const auto& link : cfg.at("links"))
+    {
+        std::string where = "links[" + std::to_string(li++) + "]";
+        auto a = Field<std::string>(link, "a", where);
+        auto b = Field<std::string>(link, "b", where);
+        double gbps = Field<double>(link, "gbps", where);
+        double delayUs = Field<double>(link, "delay_us", where);
+        if (!nodes.count(a) || !nodes.count(b))
+        {
+            Fail(where + ": unknown node '" + (nodes.count(a) ? b : a) + "'");
+        }
+        if (!(gbps > 0) || !(delayUs >= 0))
+        {
+            Fail(where + ": gbps must be > 0 and delay_us >= 0");
+        }
+        PointToPointHelper p2p;
+        p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(gbps * 1e9)));
+        p2p.SetChannelAttribute("Delay", TimeValue(MicroSeconds(1) * delayUs));
+        p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("1p"));
+        NetDeviceContainer devs = p2p.Install(nodes[a], nodes[b]);
+        TrafficControlHelper tch;
+        tch.SetRootQueueDisc("ns3::RedQueueDisc", "LinkBandwidth",
+                             DataRateValue(DataRate(gbps * 1e9)), "LinkDelay",
+                             TimeValue(MicroSeconds(1) * delayUs));
+        QueueDiscContainer qd = tch.Install(devs);
+        Ipv4InterfaceContainer ifs = addresses.Assign(devs);
+        addresses.NewNetwork();
+        uint32_t ia = nodes[a]->GetObject<Ipv4>()->GetInterfaceForDevice(devs.Get(0));
+        uint32_t ib = nodes[b]->GetObject<Ipv4>()->GetInterfaceForDevice(devs.Get(1));
+        if (!ports.count({a, b}))
+        {
+            ports[{a, b}] = Port{ia, ifs.GetAddress(1), qd.Get(0)};
+            ports[{b, a}] = Port{ib, ifs.GetAddress(0), qd.Get(1)};
+            order.emplace_back(a, b);
+            order.emplace_back(b, a);
+        }
+        for (const auto& [node, addr] : {std::pair{a, ifs.GetAddress(0)},
+                                         std::pair{b, ifs.GetAddress(1)}})
+        {
+            if (isHost[node])
+            {
+                if (hostAddress.count(node))
+                {
+                    Fail(where + ": host '" + node + "' has a second link");
+                }
+                hostAddress[node] = addr;
+            }
+        }
+    }
+
+    if (routing == "static")
+    {
+        for (const auto& [host, addr] : hostAddress)
+        {
+            std::string sw;
+            for (const auto& [key, port] : ports)
+            {
+                if (key.first == host)
+                {
+                    sw = key.second;
+                }
+            }
+            const Port& up = ports[{host, sw}];
+            staticHelper.GetStaticRouting(nodes[host]->GetObject<Ipv4>())
+                ->SetDefaultRoute(up.far, up.ifIndex);
+        }
+        for (const auto& [sw, table] : cfg.at("next_hops").items())
+        {
+            if (!nodes.count(sw) || isHost[sw])
+            {
+                Fail("next_hops: '" + sw + "' is not a switch");
+            }
+            auto routes = staticHelper.GetStaticRouting(nodes[sw]->GetObject<Ipv4>());
+            for (const auto& [dst, nb] : table.items())
+            {
+                auto neighbour = nb.get<std::string>();
+                if (!hostAddress.count(dst) || !ports.count({sw, neighbour}))
+                {
+                    Fail("next_hops." + sw + "." + dst + ": no such host or no link to '" +
+                         neighbour + "'");
+                }
+                const Port& port = ports[{sw, neighbour}];
+                routes->AddHostRouteTo(hostAddress[dst], port.far, port.ifIndex);
+            }
+        }
+    }
+    else
+    {
+        Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    }
+
+    // jobs and their flows
+    uint16_t nextPort = 10000;
+    size_t ji = 0;
+    for (const auto& jc : cfg.at("jobs"))
+    {
+        std::string where = "jobs[" + std::to_string(ji++) + "]";
+        auto job = std::make_unique<Job>();
+        job->name = Field<std::string>(jc, "name", where);
+        job->iterationMs = Field<double>(jc, "iteration_ms", where);
+        job->shiftMs = Field<double>(jc, "shift_ms", where);
+        job->iterations = Field<uint32_t>(jc, "iterations", where);
+        for (const auto& sc : jc.at("segments"))
+        {
+            Segment s{};
+            s.up = Field<bool>(sc, "up", where + ".segments");
+            if (s.up)
+            {
+                s.bytes = Field<uint64_t>(sc, "bytes", where + ".segments");
+                s.bps = Field<double>(sc, "gbps", where + ".segments") * 1e9;
+                if (!(s.bps > 0))
+                {
+                    Fail(where + ".segments: gbps must be > 0");
+                }
+            }
+            else
+            {
+                s.ms = Field<double>(sc, "ms", where + ".segments");
+            }
+            job->segments.push_back(s);
+        }
+        if (job->segments.empty())
+        {
+            Fail(where + ".segments: empty");
+        }
+        if (jc.contains("realign") && !jc.at("realign").is_null())
+        {
+            const json& r = jc.at("realign");
+            job->realign = true;
+            job->realignPct = Field<double>(r, "pct", where + ".realign");
+            job->budgetPct = Field<double>(r, "budget_pct", where + ".realign");
+            job->gridMs = Field<double>(r, "grid_ms", where + ".realign");
+        }
+        for (const auto& fc : jc.at("flows"))
+        {
+            auto src = fc.at(0).get<std::string>();
+            auto dst = fc.at(1).get<std::string>();
+            if (!hostAddress.count(src) || !hostAddress.count(dst))
+            {
+                Fail(where + ".flows: unknown host in " + src + "->" + dst);
+            }
+            auto flow = std::make_unique<Flow>();
+            flow->job = job.get();
+            uint16_t port = nextPort++;
+            auto sink = std::make_unique<Sink>();
+            sink->flow = flow.get();
+            sink->listener = Socket::CreateSocket(nodes[dst], TcpSocketFactory::GetTypeId());
+            sink->listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
+            sink->listener->Listen();
+            sink->listener->SetAcceptCallback(MakeCallback(&SinkRequest),
+                                              MakeBoundCallback(&SinkAccept, sink.get()));
+            flow->tx = Socket::CreateSocket(nodes[src], TcpSocketFactory::GetTypeId());
+            flow->tx->Bind();
+            // at time 0, once the queue discs are initialised (not before Run)
+            Simulator::Schedule(Seconds(0), &Connect, flow->tx,
+                                InetSocketAddress(hostAddress[dst], port));
+            g_sinks.push_back(std::move(sink));
+            job->flows.push_back(std::move(flow));
+        }
+        double shift = std::fmod(job->shiftMs, job->iterationMs);
+        Simulator::Schedule(MilliSeconds(1) * (g_epochMs + shift), &BeginIteration, job.get());
+        g_jobs.push_back(std::move(job));
+    }
+
+    Simulator::Stop(MilliSeconds(1) * (g_epochMs + stopMs));
+    Simulator::Run();
+    bool complete = AllMeasured();
+    double endMs = NowMs();
+
+    json out;
+    out["version"] = 1;
+    out["complete"] = complete;
+    out["duration_ms"] = endMs;
+    out["jobs"] = json::array();
+    for (const auto& j : g_jobs)
+    {
+        uint64_t bytes = 0;
+        for (const auto& f : j->flows)
+        {
+            bytes += f->received;
+        }
+        std::vector<double> times(j->times.begin(),
+                                  j->times.begin() +
+                                      std::min<size_t>(j->times.size(), j->iterations));
+        out["jobs"].push_back({{"name", j->name},
+                               {"iterations_ms", times},
+                               {"realignments", j->realigned},
+                               {"bytes", bytes}});
+    }
+    out["queues"] = json::array();
+    for (const auto& key : order)
+    {
+        const Port& p = ports[key];
+        const QueueDisc::Stats& st = p.qdisc->GetStats();
+        uint64_t marks = st.GetNMarkedPackets(RedQueueDisc::UNFORCED_MARK) +
+                         st.GetNMarkedPackets(RedQueueDisc::FORCED_MARK);
+        if (st.nTotalSentPackets == 0 && marks == 0)
+        {
+            continue;
+        }
+        out["queues"].push_back({{"from", key.first},
+                                 {"to", key.second},
+                                 {"switch", !isHost[key.first]},
+                                 {"marks", marks},
+                                 {"drops", st.nTotalDroppedPackets},
+                                 {"packets", st.nTotalSentPackets}});
+    }
+    out["wall_s"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    Simulator::Destroy();
+    std::ofstream o(argv[2]);
+    o << out.dump() << std::endl;
+    if (!o)
+    {
+        Fail(std::string(argv[2]) + ": cannot write");
+    }
+    return 0;
+}

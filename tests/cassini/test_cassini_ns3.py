@@ -1,0 +1,190 @@
+"""The ns-3 engine: its config follows innet's routes, and its runs do what packets do.
+
+The runs need the ns3 wheel, g++ and nlohmann-json (setup.sh installs them); without them
+these tests skip with the reason (and fail under INNET_REQUIRE_P4=1, as in CI).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from innet.cassini.evaluation import evaluate_link
+from innet.cassini.fluid import FluidConfig
+from innet.cassini.ns3engine import (
+    Ns3Engine,
+    Ns3Settings,
+    build_config,
+    check_available,
+    network_of,
+    path_of,
+    run_of_plan,
+)
+from innet.cassini.profiles import load_jobs
+from innet.cassini.scheduler import schedule
+from innet.cli import main
+from innet.errors import InputError
+from innet.routing import host_path, next_hops
+from innet.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+PAIR = ROOT / "examples" / "jobs-vgg19-pair.json"  # two VGG19: 240 ms, Up 150-240 ms at 44 Gbps
+FOUR = ROOT / "examples" / "jobs-4-leafspine.json"
+LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
+
+
+def _ns3_reason() -> str | None:
+    try:
+        check_available()
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+REASON = _ns3_reason()
+needs_ns3 = pytest.mark.skipif(REASON is not None, reason=f"ns-3 engine unavailable: {REASON}")
+
+
+# ------------------------------------------------------------------------- the config
+
+
+def test_config_routes_follow_innet_routing() -> None:
+    """Every flow of every job, walked hop by hop through the config's next hops, takes the
+    path innet.routing computes (and the plan counts)."""
+    topo = load_topology(LEAFSPINE)
+    jobs = load_jobs(FOUR)
+    plan = schedule(topo, jobs, candidates=4, checked=0).cassini
+    run = run_of_plan(plan)
+    hosts = sorted({h for hs in run.placement.values() for h in hs})
+    network = network_of(topo, hosts)
+    cfg = build_config(network, run, FluidConfig(iterations=3), Ns3Settings(), 1000.0)
+    walked = 0
+    for job in cfg["jobs"]:
+        assert [tuple(p) for p in plan.routes.get(job["name"], ())] == [
+            host_path(topo, a, b, next_hops(topo, b)) for a, b in job["flows"]]
+        for a, b in job["flows"]:
+            node, path = a, [a]
+            while node != b:  # the config's own tables, not the engine's helper
+                node = (cfg["next_hops"][node][b] if node in cfg["next_hops"]
+                        else next(lk["b"] if lk["a"] == node else lk["a"]
+                                  for lk in cfg["links"] if node in (lk["a"], lk["b"])))
+                path.append(node)
+            assert tuple(path) == host_path(topo, a, b, next_hops(topo, b)) == \
+                path_of(network, a, b)
+            walked += 1
+    assert walked >= 4
+    # rates scaled so the fastest (50 Gbps) becomes 0.1, delays (1 us default) stretched alike
+    assert cfg["rate_scale"] == pytest.approx(0.002)
+    assert [lk["gbps"] for lk in cfg["links"]] == pytest.approx([0.1] * len(topo.links))
+    assert [lk["delay_us"] for lk in cfg["links"]] == pytest.approx([500.0] * len(topo.links))
+    # K = C x RTT / 7 for h-leaf-spine-leaf-h at 50 Gbps: per link 2 x 1 us + a 1502-byte
+    # packet (0.2403 us) + a 66-byte ACK (0.0106 us) = 2.2509 us; x4 = 9.0035 us;
+    # 50e9 x 9.0035e-6 / 12016 bits = 37.46 packets; / 7 = 5.35 -> 6
+    assert cfg["queue"] == {"k_packets": 6, "buffer_packets": 300}
+    vgg = next(j for j in cfg["jobs"] if j["name"] == "vgg19-a")
+    # VGG19: Down 150 ms, then 44 Gbps x 90 ms = 3960 Mbit, scaled x0.002 -> 990,000 bytes
+    assert vgg["segments"] == [{"up": False, "ms": 150.0},
+                               {"up": True, "bytes": 990_000, "gbps": pytest.approx(0.088)}]
+
+
+def test_ecmp_is_an_option_and_bad_settings_are_refused() -> None:
+    topo = load_topology(LEAFSPINE)
+    plan = schedule(topo, load_jobs(FOUR), candidates=2, checked=0).cassini
+    run = run_of_plan(plan)
+    network = network_of(topo)
+    cfg = build_config(network, run, FluidConfig(iterations=2), Ns3Settings(routing="ecmp"), 1.0)
+    assert cfg["routing"] == "ecmp"
+    with pytest.raises(InputError, match="routing"):
+        build_config(network, run, FluidConfig(), Ns3Settings(routing="ospf"), 1.0)
+    with pytest.raises(InputError, match="rate-scale"):
+        build_config(network, run, FluidConfig(), Ns3Settings(rate_scale=2.0), 1.0)
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+@needs_ns3
+def test_without_contention_every_job_keeps_its_own_iteration_time() -> None:
+    """Two VGG19 jobs half an iteration apart never overlap on their shared link. A packet
+    simulator then adds to each Up phase exactly what packets take (derived, not tuned):
+    the sender writes one 1448-byte segment per 1448 x 8 / 88 Mbps = 131.6 us, so the last
+    leaves at most one tick late; it crosses 3 links of 0.1 Gbps, each 500 us of propagation
+    and 1502 x 8 / 0.1e9 = 120.2 us of serialisation. Bound: 131.6 + 3 x 620.2 = 1992 us."""
+    jobs = load_jobs(PAIR)
+    run = Ns3Engine().link(jobs, 50.0, {"vgg19-b": 120.0}, FluidConfig(iterations=6), "apart")
+    slack_ms = 1448 * 8 / 88e6 * 1e3 + 3 * (0.5 + 1502 * 8 / 0.1e9 * 1e3)
+    assert slack_ms == pytest.approx(1.992, abs=1e-3)
+    for job in run.jobs:
+        assert len(job.iterations_ms) == 6
+        for t in job.iterations_ms:
+            assert 240.0 <= t <= 240.0 + slack_ms
+    assert run.marks == 0
+
+
+@needs_ns3
+def test_colliding_jobs_stretch_and_cassini_shifts_cut_the_marks() -> None:
+    """Unshifted, both want 44 of 50 Gbps at once: DCTCP shares the link, the queue passes
+    K and marks, and iterations stretch (max-min would give 308.4 ms: 90 ms of 44 Gbps at
+    25). CASSINI's shifts separate the phases: no marks, no stretch."""
+    jobs = load_jobs(PAIR)
+    ev = evaluate_link(jobs, 50.0, FluidConfig(iterations=8), precision_deg=5.0,
+                       engine=Ns3Engine())
+    base, cassini = ev.arms[0].run, ev.arms[-1].run
+    base_mean, base_p99 = base.summary(False)
+    mean, p99 = cassini.summary(False)
+    assert base_mean > 240 * 1.15 and base_p99 > base_mean
+    assert base.marks > 100
+    assert cassini.marks * 10 < base.marks
+    assert mean < base_mean and p99 < base_p99
+    assert all(not math.isnan(t) for j in cassini.jobs for t in j.iterations_ms)
+
+
+# ------------------------------------------------------------------------- bad input
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_bad_engine_options_are_one_line_exit_2(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    base = ["cassini", "evaluate", "--jobs", str(PAIR), "--capacity", "50", "--out",
+            str(tmp_path)]
+    with pytest.raises(SystemExit) as exc:
+        main([*base, "--engine", "packets"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'packets'" in err and len(err.strip().splitlines()) == 1
+    code, err = _cli(capsys, *base, "--rate-scale", "0.01")
+    assert code == 2 and "--engine ns3 only" in err and len(err.strip().splitlines()) == 1
+    monkeypatch.setenv("INNET_NS3_DIR", str(tmp_path / "nowhere"))
+    code, err = _cli(capsys, *base, "--engine", "ns3")
+    assert code == 2 and "pip install --no-deps ns3==3.44.post0" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@needs_ns3
+def test_a_run_past_the_machine_is_refused_with_its_estimate(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, err = _cli(capsys, "cassini", "evaluate", "--jobs", str(PAIR), "--capacity", "50",
+                     "--out", str(tmp_path), "--engine", "ns3", "--iterations", "10000")
+    assert code == 2 and "would take up to" in err and "--force" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unreachable_dask_is_one_line(capsys: pytest.CaptureFixture[str],
+                                      tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, err = _cli(capsys, "cassini", "sweep", "--topology", str(LEAFSPINE), "--jobs",
+                     str(ROOT / "examples" / "jobs-13.json"), "--draws", "1", "--iterations",
+                     "2", "--out", str(tmp_path), "--dask", f"tcp://127.0.0.1:{port}")
+    assert code == 2 and "cannot reach the Dask scheduler" in err
+    assert len(err.strip().splitlines()) == 1
