@@ -35,7 +35,7 @@ from typing import TypeVar
 from innet.errors import InputError
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
-from innet.p4rt.entities import CloneSession, Entry, Match, MulticastGroup
+from innet.p4rt.entities import CloneSession, Entry, EntryKey, MulticastGroup
 from innet.p4rt.schema import Pipeline
 
 Replication = MulticastGroup | CloneSession
@@ -63,7 +63,7 @@ def diff(current: Iterable[Entry], desired: Iterable[Entry]) -> Diff:
     mention is left alone.
     """
     have = {e.key: e for e in current}
-    want: dict[tuple[str, tuple[Match, ...], bool], Entry] = {}
+    want: dict[EntryKey, Entry] = {}
     for e in desired:
         if e.key in want and want[e.key] != e:
             raise InputError(f"two different entries for one key: {want[e.key]} and {e}")
@@ -274,16 +274,18 @@ def deploy(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequenc
 
 
 def from_empty(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
-               pipeline: Pipeline) -> DeployResult:
+               pipeline: Pipeline,
+               replication: Mapping[str, Sequence[Replication]] | None = None) -> DeployResult:
     """What `deploy` would do to switches that hold nothing yet, without contacting any: the
     program loaded on each, every entry inserted. A dry run for a network that is not up
     (a notebook, a plan reviewed before the switches start)."""
     unknown = sorted(set(entries) - set(addresses))
     if unknown:
         raise InputError(f"no address for switch {unknown[0]!r}")
+    pre = replication or {}
     return DeployResult({s: SwitchDeploy(s, addresses[s].grpc, True,
                                          diff([], [normalise(pipeline.schema, e) for e in es]),
-                                         0.0)
+                                         0.0, replication=diff_replication([], pre.get(s, ())))
                          for s, es in entries.items()}, 0.0, True)
 
 
