@@ -16,6 +16,7 @@ from p4rt_helpers import eventually, fake_addresses
 
 from innet.bmv2.own_program import load_own_program, runtime_paths
 from innet.cli import main
+from innet.deploy_cli import describe_replication
 from innet.errors import InputError
 from innet.p4rt.client import SwitchClient
 from innet.p4rt.controller import Controller
@@ -75,7 +76,14 @@ def test_the_example_runtime_file_becomes_entities_as_the_switch_reports_them() 
     assert rt.sessions == ()
     assert rt.tables == ("ipv4_lpm", "acl", "l2_flood")
     s2 = load_runtime(S2, SCHEMA)
-    assert s2.sessions == (CloneSession(100, (Replica(1, 0),), 0, 128),)
+    assert s2.sessions == (CloneSession(100, (Replica(1, 0),)),)
+    # BMv2 refuses the other two fields, other targets may not
+    cut = runtime_from_dict({"clone_session_entries": [
+        {"clone_session_id": 7, "replicas": [], "class_of_service": 2,
+         "packet_length_bytes": 64}]}, SCHEMA)
+    assert cut.sessions == (CloneSession(7, (), 2, 64),) and cut.entries == ()
+    assert describe_replication(cut.sessions[0]) == \
+        "clone session 7 -> nowhere, class of service 2, cut to 64 bytes"
     assert s2.replication == (*s2.groups, *s2.sessions)
 
 
@@ -411,7 +419,7 @@ def test_cli_deploy_and_status_of_an_own_program(server: FakeP4RuntimeServer, tm
     assert "  + acl [ttl=0x0..0x1] priority 20 -> drop()" in out
     assert "  + multicast group 1 -> port 1 (instance 1), port 2 (instance 1), port 3 " \
            "(instance 1)" in out
-    assert "  + clone session 100 -> port 1 (instance 0), cut to 128 bytes" in out
+    assert "  + clone session 100 -> port 1 (instance 0)" in out
     assert main(args) == 0
     assert capsys.readouterr().out.count(": unchanged") == 2
     # one switch from another file: only the difference goes
@@ -473,7 +481,7 @@ def test_dry_run_from_empty_shows_entries_and_groups(capsys: pytest.CaptureFixtu
     assert doc["program"]["tables"] == ["ipv4_lpm", "acl", "l2_flood"]
     assert doc["switches"]["s2"]["replication"]["insert"] == [
         "multicast group 1 -> port 1 (instance 1), port 2 (instance 1)",
-        "clone session 100 -> port 1 (instance 0), cut to 128 bytes"]
+        "clone session 100 -> port 1 (instance 0)"]
     assert doc["writes"] == 14 and doc["dry_run"] is True
 
 
