@@ -3,7 +3,9 @@
 It lets the controller's protocol code (arbitration, pipeline, batched writes, reads, counter
 reads, errors) run without BMv2, and it is stricter than being convenient: ids must exist,
 values must fit their bit widths (canonical or padded bytestrings, as P4Runtime 1.4 allows),
-LPM values must have no bits set beyond the prefix, every action parameter must be given once,
+LPM values must have no bits set beyond the prefix, ternary values none outside their mask,
+ranges must not be empty or full, tables with ternary, range or optional fields need a priority
+(and others take none), every action parameter must be given once,
 only the primary controller may write, a duplicate election id closes the stream, and every
 controller is told when the primary changes. Reads return
 canonical bytestrings, as BMv2's server does. Register reads answer UNIMPLEMENTED, like BMv2.
