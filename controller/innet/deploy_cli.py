@@ -79,7 +79,8 @@ def _program_args(p: Any) -> None:
                         "in the p4lang tutorials' format (--runtime, or each switch's "
                         "runtime_json in the topology); the controller owns the tables they "
                         "name. The workload, strategy and ECN options are innet's program's "
-                        "and do not apply. Guide: docs/own-program.md")
+                        "and do not apply (default: innet's program). Guide: "
+                        "docs/own-program.md")
     p.add_argument("--p4info", metavar="FILE",
                    help="P4Info text file: of --program X.json, else of innet's program "
                         "(default: the committed p4src/innet.p4info.txtpb)")
@@ -89,14 +90,15 @@ def _program_args(p: Any) -> None:
     p.add_argument("--runtime", action="append", default=[], metavar="SWITCH=FILE",
                    help="with --program: SWITCH's runtime file (tutorials' sX-runtime.json: "
                         "table_entries, multicast_group_entries, clone_session_entries); "
-                        "repeatable; overrides the topology's runtime_json for that switch")
+                        "repeatable; overrides the topology's runtime_json for that switch "
+                        "(default: the topology's)")
 
 
 def _intent_args(p: Any, *, workload_required: bool) -> None:
     """The options that make an intent, shared by deploy, controller run and status."""
     p.add_argument("--workload", action="append", metavar="FILE",
                    help="a job's workers and destination; repeat for several jobs"
-                        + (" (required, unless --program)" if workload_required
+                        + (" (required unless --program; no default)" if workload_required
                            else " (default: none, routes only)"))
     p.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
                    help="which switches aggregate (default soar: optimal for k)")
@@ -130,7 +132,9 @@ def register(sub: Any) -> None:
             "listens on 127.0.0.1:50051+i, thrift port 9090+i, device id 0. A workload file "
             'is {"job": 1, "workers": ["h1", "h2"], "destination": "h0"} (destination '
             "defaults to the topology's aggregation.destination); worker i sets bit i of the "
-            f"contributor bitmap of UDP port {AGG_UDP_PORT} packets."),
+            f"contributor bitmap of UDP port {AGG_UDP_PORT} packets. With --program, your own "
+            "P4 program and each switch's tutorials-style runtime file instead "
+            "(docs/own-program.md)."),
     )
     dep.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     _intent_args(dep, workload_required=True)
@@ -152,7 +156,9 @@ def register(sub: Any) -> None:
         help="what each switch holds and counts",
         description="Read every switch's routes, aggregation entries, ECN setting and "
                     "counters (per-port packets/bytes in and out, CE marks, aggregation "
-                    "events). Addresses as for `innet deploy`.",
+                    "events). Addresses as for `innet deploy`. With --program: the tables "
+                    "your program's runtime files name, its groups, sessions and counters, "
+                    "and how far each switch is from its file.",
     )
     st.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     st.add_argument("--switch", action="append", metavar="NAME",
@@ -186,7 +192,9 @@ def register(sub: Any) -> None:
             "when it comes back blank, gets everything again; every --interval seconds each\n"
             "switch is read and any drift repaired. A controller with a higher election id\n"
             "takes a switch over: this one stops writing there and says so, and resumes when\n"
-            "that controller leaves. --backup starts as such a standby everywhere.\n\n"
+            "that controller leaves. --backup starts as such a standby everywhere.\n"
+            "With --program, it keeps your own program and each switch's runtime file\n"
+            "(entries, defaults, multicast groups, clone sessions) the same way.\n\n"
             "Logs one line per event on stderr, tagged with the switch name. SIGTERM or Ctrl-C\n"
             "closes every session and exits with status 0. Design: docs/controller.md."),
     )

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from p4.v1 import p4runtime_pb2
 from p4rt_helpers import eventually, fake_addresses
 
 from innet.bmv2.own_program import load_own_program, runtime_paths
 from innet.cli import main
 from innet.deploy_cli import describe_replication
 from innet.errors import InputError
-from innet.p4rt.client import SwitchClient
+from innet.p4rt.client import SwitchClient, WriteError
 from innet.p4rt.controller import Controller
 from innet.p4rt.deploy import deploy
 from innet.p4rt.encode import EncodeError, entry_from_proto, normalise, table_entry
@@ -488,3 +489,50 @@ def test_dry_run_from_empty_shows_entries_and_groups(capsys: pytest.CaptureFixtu
 def test_normalise_is_what_the_parser_gives() -> None:
     for e in load_runtime(S1, SCHEMA).entries:
         assert normalise(SCHEMA, e) == e
+
+
+def _acl(match: tuple[Match, ...], priority: int = 5) -> Any:
+    return table_entry(SCHEMA, Entry("acl", match, "drop", priority=priority))
+
+
+def _lpm() -> Any:
+    return table_entry(SCHEMA, Entry("ipv4_lpm", (Match("dstAddr", 0x0A000001, 32),), "drop"))
+
+
+def _set(te: Any, **fields: Any) -> Any:
+    """`te` with its first match field's ternary/range parts (or its priority) replaced."""
+    for name, value in fields.items():
+        if name == "priority":
+            te.priority = value
+        else:
+            kind, part = name.split("_")
+            setattr(getattr(te.match[0], kind), part, value)
+    return te
+
+
+@pytest.mark.parametrize(("te", "message"), [
+    (_set(_acl((Match("protocol", 6, mask=0xFF),)), priority=0), "needs a priority > 0"),
+    (_set(_lpm(), priority=3), "priority set on a table that has no ternary or range field"),
+    (_set(_acl((Match("protocol", 6, mask=0x0F),)), ternary_value=b"\xf6"),
+     "value bits set outside the mask"),
+    (_set(_acl((Match("protocol", 6, mask=0x0F),)), ternary_value=b"\x00",
+          ternary_mask=b"\x00"), "mask 0 (omit the field"),
+    (_set(_acl((Match("ttl", 3, high=9),)), range_low=b"\x0a"), "low > high"),
+    (_set(_acl((Match("ttl", 3, high=9),)), range_low=b"\x00", range_high=b"\xff"),
+     "the full range"),
+])
+def test_the_test_server_refuses_what_bmv2_would(server: FakeP4RuntimeServer, te: Any,
+                                                 message: str) -> None:
+    address = fake_addresses(server, NAMES)["s1"]
+    deploy({"s1": address}, {"s1": ()}, BASE)  # the program, nothing else
+    with SwitchClient(address, SCHEMA) as c:
+        req = p4runtime_pb2.WriteRequest()
+        req.updates.add(type=p4runtime_pb2.Update.INSERT).entity.table_entry.CopyFrom(te)
+        with pytest.raises(WriteError) as exc:
+            c.write_request(req)
+        assert message in str(exc.value), str(exc.value)
+        # the priority is part of the key: one match at two priorities is two entries
+        one = (Match("protocol", 6, mask=0xFF),)
+        c.write("insert", [Entry("acl", one, "drop", priority=1),
+                           Entry("acl", one, "NoAction", priority=2)])
+        assert len(c.read_entries(("acl",))) == 2
