@@ -104,3 +104,81 @@ def test_topo_check_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["topo", "check", str(bad)]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "host 'h1'" in err
+
+
+ROOT = Path(__file__).resolve().parents[1]
+TUTORIAL = ROOT / "examples" / "tutorial-basic" / "line-topo" / "topology.json"
+
+
+def test_a_tutorials_topology_loads_in_full() -> None:
+    topo = load_topology(TUTORIAL)
+    assert topo.name == "line-topo"
+    h1 = topo.hosts["h1"]
+    assert (h1.ip, h1.prefix_len, h1.mac) == ("10.0.1.1", 24, "08:00:00:00:01:11")
+    assert h1.commands == ("route add default gw 10.0.1.10 dev eth0",
+                           "arp -i eth0 -s 10.0.1.10 08:00:00:00:01:00")
+    assert topo.switches["s1"].runtime_json == "line-topo/s1-runtime.json"
+    # paths in the tutorials are relative to the exercise folder, the topology's parent
+    assert topo.runtime_files() == {s: TUTORIAL.parent / f"{s}-runtime.json"
+                                    for s in ("s1", "s2")}
+    assert [(link.delay_ms, link.mbps) for link in topo.links] == [
+        (0.0, None), (0.0, None), (0.0, 0.5), (5.0, None)]
+    assert topo.ignored() == (
+        "ignored: link delays (1 of 4 links): this kernel has no netem, so they cannot be "
+        "emulated; host commands (h1, h3, h2): not run; innet gives hosts their address, "
+        "routes and ARP entries itself")
+    again = topology_from_dict(topo.to_dict(), source=str(TUTORIAL))
+    assert again == topo and again.hosts["h1"].commands == h1.commands
+
+
+def test_what_is_ignored_is_said_for_each_kind_and_nothing_for_innets_own() -> None:
+    assert load_topology(ROOT / "topologies" / "bt15.json").ignored() is None
+    data = json.loads(TUTORIAL.read_text())
+    data["switches"]["s1"] |= {"cli_input": "s1-commands.txt", "program": "other.json"}
+    note = topology_from_dict(data).ignored()
+    assert note is not None and "cli_input (s1): not sent" in note
+    assert "per-switch program (s1): every switch runs the one --program" in note
+
+
+@pytest.mark.parametrize(("delay", "ms"), [("0", 0.0), ("5", 5.0), ("0.5", 0.5), ("5ms", 5.0),
+                                           ("250us", 0.25), ("1s", 1000.0), (0, 0.0)])
+def test_delays_without_a_unit_are_milliseconds(delay: object, ms: float) -> None:
+    data = json.loads(TUTORIAL.read_text())
+    data["links"][2][2] = delay
+    assert topology_from_dict(data).links[2].delay_ms == ms
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("hosts", "h1", "ip"), "10.0.1.1/33", "ip's prefix length must be 1..32"),
+    (("hosts", "h1", "ip"), "10.0.1.1/x", "ip's prefix length must be 1..32"),
+    (("hosts", "h1", "commands"), "ls", "commands must be a list of strings"),
+    (("hosts", "h1", "commands"), [1], "commands must be a list of strings"),
+    (("switches", "s1", "runtime_json"), 3, "runtime_json must be a file name"),
+    (("switches", "s1", "cli_input"), "", "cli_input must be a file name"),
+])
+def test_tutorial_fields_are_checked(path: tuple[str, ...], value: object, message: str
+                                     ) -> None:
+    data = json.loads(TUTORIAL.read_text())
+    data[path[0]][path[1]][path[2]] = value
+    with pytest.raises(InputError, match=message):
+        topology_from_dict(data)
+
+
+def test_topo_check_shows_runtime_files_and_what_it_ignores(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["topo", "check", str(TUTORIAL)]) == 0
+    out = capsys.readouterr().out
+    assert "line-topo: 3 hosts, 2 switches (0 remote), 4 links" in out
+    assert str(TUTORIAL.parent / "s1-runtime.json") in out
+    assert out.rstrip().splitlines()[-1].startswith("ignored: link delays (1 of 4 links): "
+                                                    "this kernel has no netem")
+    assert main(["topo", "check", "--json", str(TUTORIAL)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["runtime_json"]["s2"] == str(TUTORIAL.parent / "s2-runtime.json")
+    assert doc["ignored"].startswith("ignored: ")
+    data = json.loads(TUTORIAL.read_text())
+    data["switches"]["s1"]["runtime_json"] = str(TUTORIAL.parent / "s1-runtime.json")
+    data["switches"]["s2"]["runtime_json"] = "nowhere.json"
+    (tmp_path / "topology.json").write_text(json.dumps(data))
+    assert main(["topo", "check", str(tmp_path / "topology.json")]) == 2
+    assert "switch 's2': runtime_json nowhere.json is not a file" in capsys.readouterr().err

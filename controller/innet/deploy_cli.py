@@ -13,6 +13,7 @@ from typing import Any
 from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
 from innet.argtypes import SEED, K, float_in, int_in
 from innet.bmv2.local import switch_addresses
+from innet.bmv2.own_program import OwnProgram, load_own_program
 from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
 from innet.emulation import live
 from innet.errors import InputError, NetworkError
@@ -24,9 +25,18 @@ from innet.p4rt.client import (
     SwitchError,
     election_int,
 )
-from innet.p4rt.deploy import DeployResult, SwitchStatus, deploy, diff, from_empty, status
+from innet.p4rt.deploy import (
+    DeployResult,
+    Replication,
+    SwitchStatus,
+    deploy,
+    diff,
+    diff_replication,
+    from_empty,
+    status,
+)
 from innet.p4rt.encode import normalise
-from innet.p4rt.entities import Entry
+from innet.p4rt.entities import Describe, Entry, MulticastGroup
 from innet.p4rt.schema import Pipeline
 from innet.plan.intent import (
     DEFAULT_ECN_THRESHOLD,
@@ -63,16 +73,35 @@ _queue_depth = int_in(1, 2**19 - 1)
 
 
 def _program_args(p: Any) -> None:
-    p.add_argument("--p4info",
-                   help="P4Info text file (default: the committed p4src/innet.p4info.txtpb)")
-    p.add_argument("--bmv2-json", help="BMv2 JSON (default: the committed p4src/innet.json)")
+    p.add_argument("--program", metavar="FILE",
+                   help="your own P4 program instead of innet's: a .p4 source (P4_16, v1model; "
+                        "compiled with p4c-bm2-ss, cached by content in ~/.cache/innet/p4c or "
+                        "$INNET_CACHE_DIR/p4c) or its compiled BMv2 JSON with --p4info. Its "
+                        "entries, multicast groups and clone sessions come from runtime files "
+                        "in the p4lang tutorials' format (--runtime, or each switch's "
+                        "runtime_json in the topology); the controller owns the tables they "
+                        "name. The workload, strategy and ECN options are innet's program's "
+                        "and do not apply (default: innet's program). Guide: "
+                        "docs/own-program.md")
+    p.add_argument("--p4info", metavar="FILE",
+                   help="P4Info text file: of --program X.json, else of innet's program "
+                        "(default: the committed p4src/innet.p4info.txtpb)")
+    p.add_argument("--bmv2-json", metavar="FILE",
+                   help="BMv2 JSON of innet's program (default: the committed "
+                        "p4src/innet.json); for your own, --program")
+    p.add_argument("--runtime", action="append", default=[], metavar="SWITCH=FILE",
+                   help="with --program: SWITCH's runtime file (tutorials' sX-runtime.json: "
+                        "table_entries, multicast_group_entries, clone_session_entries); "
+                        "repeatable; overrides the topology's runtime_json for that switch "
+                        "(default: the topology's)")
 
 
 def _intent_args(p: Any, *, workload_required: bool) -> None:
     """The options that make an intent, shared by deploy, controller run and status."""
-    p.add_argument("--workload", required=workload_required, action="append", metavar="FILE",
+    p.add_argument("--workload", action="append", metavar="FILE",
                    help="a job's workers and destination; repeat for several jobs"
-                        + ("" if workload_required else " (default: none, routes only)"))
+                        + (" (required unless --program; no default)" if workload_required
+                           else " (default: none, routes only)"))
     p.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
                    help="which switches aggregate (default soar: optimal for k)")
     p.add_argument("-k", type=K, default=None,
@@ -105,7 +134,9 @@ def register(sub: Any) -> None:
             "listens on 127.0.0.1:50051+i, thrift port 9090+i, device id 0. A workload file "
             'is {"job": 1, "workers": ["h1", "h2"], "destination": "h0"} (destination '
             "defaults to the topology's aggregation.destination); worker i sets bit i of the "
-            f"contributor bitmap of UDP port {AGG_UDP_PORT} packets."),
+            f"contributor bitmap of UDP port {AGG_UDP_PORT} packets. With --program, your own "
+            "P4 program and each switch's tutorials-style runtime file instead "
+            "(docs/own-program.md)."),
     )
     dep.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     _intent_args(dep, workload_required=True)
@@ -127,7 +158,9 @@ def register(sub: Any) -> None:
         help="what each switch holds and counts",
         description="Read every switch's routes, aggregation entries, ECN setting and "
                     "counters (per-port packets/bytes in and out, CE marks, aggregation "
-                    "events). Addresses as for `innet deploy`.",
+                    "events). Addresses as for `innet deploy`. With --program: the tables "
+                    "your program's runtime files name, its groups, sessions and counters, "
+                    "and how far each switch is from its file.",
     )
     st.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     st.add_argument("--switch", action="append", metavar="NAME",
@@ -161,7 +194,9 @@ def register(sub: Any) -> None:
             "when it comes back blank, gets everything again; every --interval seconds each\n"
             "switch is read and any drift repaired. A controller with a higher election id\n"
             "takes a switch over: this one stops writing there and says so, and resumes when\n"
-            "that controller leaves. --backup starts as such a standby everywhere.\n\n"
+            "that controller leaves. --backup starts as such a standby everywhere.\n"
+            "With --program, it keeps your own program and each switch's runtime file\n"
+            "(entries, defaults, multicast groups, clone sessions) the same way.\n\n"
             "Logs one line per event on stderr, tagged with the switch name. SIGTERM or Ctrl-C\n"
             "closes every session and exits with status 0. Design: docs/controller.md."),
     )
@@ -193,6 +228,27 @@ def _election_id(text: str) -> tuple[int, int]:
 
 def _pipeline(args: argparse.Namespace) -> Pipeline:
     return load_pipeline(args.p4info, args.bmv2_json)
+
+
+def _own(args: argparse.Namespace, topo: Topology) -> OwnProgram:
+    """--program's pipeline and runtime files; innet's own options refused by name (they
+    would be silently meaningless for another program)."""
+    given = [flag for flag, on in (
+        ("--workload", bool(args.workload)), ("-k", args.k is not None),
+        ("--strategy", args.strategy != "soar"), ("--seed", args.seed != 0),
+        ("--no-ecn", args.no_ecn), ("--ecn-threshold", args.ecn_threshold !=
+                                    DEFAULT_ECN_THRESHOLD),
+        ("--bmv2-json", args.bmv2_json is not None)) if on]
+    if given:
+        raise InputError(f"{given[0]} is an option of innet's own program; with --program the "
+                         "switches' entries come from runtime files (--runtime)")
+    return load_own_program(topo, args.program, args.p4info, args.runtime)
+
+
+def _no_runtime_without_program(args: argparse.Namespace) -> None:
+    if args.runtime and not args.program:
+        raise InputError("--runtime goes with --program (runtime files are for your own "
+                         "program; innet's entries come from the plan)")
 
 
 def build_intent(args: argparse.Namespace, topo: Topology, held: Held | None = None
@@ -229,7 +285,8 @@ def forward_to_running_network(args: argparse.Namespace) -> dict[str, Any] | Non
 def cmd_deploy(args: argparse.Namespace) -> int:
     if args.from_empty and not args.dry_run:
         raise InputError("--from-empty only goes with --dry-run")
-    if not args.dry_run:
+    _no_runtime_without_program(args)
+    if not args.dry_run and not args.program:
         forwarded = forward_to_running_network(args)
         if forwarded is not None:
             if args.json:
@@ -241,6 +298,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                       + (f" ({changed})" if changed else ""))
             return 0
     topo = load_topology(args.topology)
+    if args.program:
+        return deploy_own(args, topo, _own(args, topo))
+    if not args.workload:
+        raise InputError("--workload is required (the job to plan), unless --program runs "
+                         "your own program")
     pipeline = _pipeline(args)
     held = None
     if not args.from_empty:
@@ -292,6 +354,68 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def deploy_own(args: argparse.Namespace, topo: Topology, own: OwnProgram) -> int:
+    """`deploy --program`: the runtime files' entries, groups and sessions, diffed and
+    written like innet's intent."""
+    pipeline = own.pipeline
+    addresses = switch_addresses(topo)
+    entries = own.entries()
+    queues = queue_settings(args)
+    if args.from_empty:
+        result = from_empty(addresses, entries, pipeline, replication=own.replication())
+    else:
+        result = deploy(addresses, entries, pipeline, dry_run=args.dry_run,
+                        replication=own.replication(),
+                        setup=queue_commands(queues), sideband=run_cli)
+    describe_own = pipeline.schema.describe
+    if args.json:
+        print_json({"program": {"p4info": pipeline.p4info_path,
+                                "bmv2_json": pipeline.device_config_path,
+                                "compiled": own.compiled is not None and not own.compiled.cached,
+                                "tables": list(pipeline.managed.tables),
+                                "replication": pipeline.managed.replication},
+                    "runtime": {s: r.source for s, r in own.runtimes.items()},
+                    "switches": {
+            name: {"address": sd.address, "load_program": sd.pipeline,
+                   "insert": [describe_own(e) for e in sd.diff.insert],
+                   "modify": [[None if old is None else describe_own(old), describe_own(new)]
+                              for old, new in sd.diff.modify],
+                   "delete": [describe_own(e) for e in sd.diff.delete],
+                   "replication": {"insert": [describe_replication(r)
+                                              for r in sd.replication.insert],
+                                   "modify": [describe_replication(r)
+                                              for r in sd.replication.modify],
+                                   "delete": [describe_replication(r)
+                                              for r in sd.replication.delete]}}
+            for name, sd in result.switches.items()},
+            "failed": dict(result.failed), "program_loads": result.pipelines,
+            "writes": result.writes, "seconds": result.seconds, "dry_run": result.dry_run})
+    else:
+        if own.compiled is not None:
+            how = "from the cache" if own.compiled.cached else "compiled now"
+            print(f"program: {args.program} ({how}: {own.compiled.bmv2_json.parent})")
+        owned = ", ".join(pipeline.managed.tables) or "no table"
+        print(f"the controller owns: {owned}"
+              + (" and the replication engine" if pipeline.managed.replication else ""))
+        print_deploy(result, list(entries), describe_own)
+    if result.failed:
+        print(f"innet: {len(result.failed)} of {len(entries)} switches failed: "
+              f"{', '.join(result.failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def describe_replication(r: Replication) -> str:
+    """`multicast group 1 -> port 1 (instance 1), port 2 (instance 1)`, or a clone session."""
+    reps = ", ".join(f"port {x.port} (instance {x.instance})" for x in r.replicas) or "nowhere"
+    if isinstance(r, MulticastGroup):
+        return f"multicast group {r.group_id} -> {reps}"
+    extra = "".join([f", class of service {r.class_of_service}" if r.class_of_service else "",
+                     f", cut to {r.packet_length_bytes} bytes" if r.packet_length_bytes
+                     else ""])
+    return f"clone session {r.session_id} -> {reps}{extra}"
+
+
 def queue_settings(args: argparse.Namespace) -> tuple[QueueSetting, ...]:
     if args.queue_rate is None and args.queue_depth is None:
         return ()
@@ -300,7 +424,8 @@ def queue_settings(args: argparse.Namespace) -> tuple[QueueSetting, ...]:
     return (setting,)
 
 
-def print_deploy(result: DeployResult, order: Sequence[str] | None = None) -> None:
+def print_deploy(result: DeployResult, order: Sequence[str] | None = None,
+                 describe: Describe = describe) -> None:
     for name in order or [*result.switches, *result.failed]:
         if name in result.failed:
             print(f"{name}: failed: {result.failed[name]}")
@@ -325,10 +450,10 @@ def print_deploy(result: DeployResult, order: Sequence[str] | None = None) -> No
             print(f"  ~ {was}  =>  {describe(new)}")
         for e in d.insert:
             print(f"  + {describe(e)}")
-        for tag, groups in (("-", pre.delete), ("~", pre.modify), ("+", pre.insert)):
-            for g in groups:
-                ports = ", ".join(str(r.port) for r in g.replicas)
-                print(f"  {tag} {type(g).__name__} {g.key}: ports {ports or '(none)'}")
+        pre = sd.replication
+        for sign, items in (("-", pre.delete), ("~", pre.modify), ("+", pre.insert)):
+            for r in items:
+                print(f"  {sign} {describe_replication(r)}")
         if sd.cleaned_slots:
             print(f"  registers: slots {', '.join(map(str, sd.cleaned_slots))} back to zero")
         if sd.note:
@@ -342,6 +467,7 @@ def print_deploy(result: DeployResult, order: Sequence[str] | None = None) -> No
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    _no_runtime_without_program(args)
     topo = load_topology(args.topology)
     addresses = switch_addresses(topo)
     if args.switch:
@@ -350,6 +476,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             raise InputError(f"--switch: no switch {unknown[0]!r} in the topology",
                              source=args.topology)
         addresses = {s: addresses[s] for s in args.switch}
+    if args.program:
+        return status_own(args, addresses, _own(args, topo))
     if args.json:
         return status_json(args, topo, addresses)
     result = status(addresses, _pipeline(args))
@@ -358,6 +486,63 @@ def cmd_status(args: argparse.Namespace) -> int:
     failed = [s for s in result.values() if s.error]
     if failed:
         print(f"innet: {len(failed)} of {len(result)} switches could not be read",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
+def status_own(args: argparse.Namespace, addresses: dict[str, SwitchAddress],
+               own: OwnProgram) -> int:
+    """`status --program`: what each switch holds in the tables the runtime files name, its
+    groups and sessions, its counters' non-zero cells, and how far that is from its file."""
+    pipeline = own.pipeline
+    describe_own = pipeline.schema.describe
+    result = status(addresses, pipeline)
+    want = own.entries()
+    want_pre = own.replication()
+    out: dict[str, Any] = {}
+    for name in sorted(result, key=natural_key):
+        st = result[name]
+        rec: dict[str, Any] = {"address": st.address, "reachable": st.error is None,
+                               "runs_program": st.runs_ours}
+        if st.error:
+            rec["error"] = st.error
+        if st.runs_ours:
+            d = diff(st.entries, want.get(name, ()))
+            pre = diff_replication(st.replication, want_pre.get(name, ()))
+            rec |= {"entries": [describe_own(e) for e in st.entries],
+                    "replication": [describe_replication(r) for r in st.replication],
+                    "counters": {c: {str(i): list(v) for i, v in cells.items() if any(v)}
+                                 for c, cells in st.counters.items()},
+                    "in_runtime_file": d.writes == 0 and pre.writes == 0,
+                    "missing": [describe_own(e) for e in d.insert],
+                    "wrong": [describe_own(n) for _, n in d.modify],
+                    "extra": [describe_own(e) for e in d.delete]}
+        out[name] = rec
+    if args.json:
+        print_json({"switches": out}, indent=1)
+        return 0
+    for name, rec in out.items():
+        head = f"{name} ({rec['address']})"
+        if not rec["reachable"]:
+            print(f"{head}: cannot read: {rec['error']}\n")
+            continue
+        if not rec["runs_program"]:
+            print(f"{head}: does not run {args.program}\n")
+            continue
+        state = "as its runtime file says" if rec["in_runtime_file"] else (
+            f"differs from its runtime file: {len(rec['missing'])} missing, "
+            f"{len(rec['wrong'])} wrong, {len(rec['extra'])} extra")
+        print(f"{head}: {len(rec['entries'])} entries, {state}")
+        for line in rec["entries"] + rec["replication"]:
+            print(f"  {line}")
+        for counter, cells in rec["counters"].items():
+            if cells:
+                print(f"  counter {counter}: " + ", ".join(
+                    f"[{i}] {p} pkts {b} bytes" for i, (p, b) in cells.items()))
+        print()
+    failed = [n for n, rec in out.items() if not rec["reachable"]]
+    if failed:
+        print(f"innet: {len(failed)} of {len(out)} switches could not be read",
               file=sys.stderr)
     return 1 if failed else 0
 
@@ -460,17 +645,26 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
 
     from innet.p4rt.controller import Controller, SwitchTarget, event
 
+    _no_runtime_without_program(args)
     topo = load_topology(args.topology)
-    intent = build_intent(args, topo)
-    pipeline = _pipeline(args)
     queues = queue_settings(args)
     addresses = switch_addresses(topo)
-    groups = intent.replication()
-    targets = {s: SwitchTarget(es, queue_commands(queues), groups[s])
-               for s, es in intent.entries().items()}
-    for es in intent.entries().values():  # an intent the program cannot hold: exit 2 now
-        for e in es:
-            normalise(pipeline.schema, e)
+    if args.program:
+        own = _own(args, topo)
+        pipeline = own.pipeline
+        targets = own.targets(queue_commands(queues))
+        what = (f"program {args.program}, {sum(len(t.entries) for t in targets.values())} "
+                "entries from runtime files")
+    else:
+        intent = build_intent(args, topo)
+        pipeline = _pipeline(args)
+        groups = intent.replication()
+        targets = {s: SwitchTarget(es, queue_commands(queues), groups[s])
+                   for s, es in intent.entries().items()}
+        for es in intent.entries().values():  # an intent the program cannot hold: exit 2 now
+            for e in es:
+                normalise(pipeline.schema, e)
+        what = f"{len(intent.jobs)} jobs"
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(message)s", "%H:%M:%S"))
     logger = logging.getLogger("innet.controller")
@@ -488,7 +682,7 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
     ctl = Controller(addresses, pipeline, targets, interval=args.interval,
                      election_id=args.election_id, backup=args.backup, sideband=run_cli)
     role = "standby" if args.backup else "primary"
-    event("controller", f"{len(targets)} switches, {len(intent.jobs)} jobs, interval "
+    event("controller", f"{len(targets)} switches, {what}, interval "
                         f"{args.interval:g} s, starting as {role}")
     try:
         ctl.start()

@@ -53,11 +53,16 @@ def register(sub: Any) -> None:
     check = tsub.add_parser("check", help="load a topology and summarise it, or say what is "
                                           "wrong",
                             description="Load a topology file, check every element and "
-                                        "summarise it; a bad element is named in one line.")
+                                        "summarise it; a bad element is named in one line. "
+                                        "The p4lang tutorials' topology.json loads as it is: "
+                                        "each switch's runtime_json is shown (and must "
+                                        "exist), and one line says what innet reads but does "
+                                        "not act on (link delays, host commands, cli_input).")
     check.add_argument("file", help="the topology file")
     check.add_argument("--json", action="store_true",
                        help='print {"name", "hosts", "switches", "remote", "links", '
-                            '"destination", "ports": {switch: {port: neighbour}}}')
+                            '"destination", "ports": {switch: {port: neighbour}}, '
+                            '"runtime_json": {switch: path}, "ignored" (a line or null)}')
     check.set_defaults(func=cmd_check)
 
 
@@ -106,13 +111,21 @@ def cmd_gen(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     topo = load_topology(args.file)
     remote = [s.name for s in topo.switches.values() if s.remote]
+    runtime = topo.runtime_files()
+    for switch, path in runtime.items():
+        if not path.is_file():
+            raise InputError(f"switch {switch!r}: runtime_json {topo.switches[switch].runtime_json}"
+                             f" is not a file (looked beside the topology and in its parent "
+                             f"folder: {path})", source=args.file)
     if args.json:
         port_map = {s: {str(link.end(s).port): far.node for link, far in topo.neighbours(s)}
                  for s in topo.switches}
         print_json({"name": topo.name, "hosts": len(topo.hosts),
                     "switches": len(topo.switches), "remote": remote,
                     "links": len(topo.links), "destination": topo.destination,
-                    "ports": port_map})
+                    "ports": port_map,
+                    "runtime_json": {s: str(p) for s, p in runtime.items()},
+                    "ignored": topo.ignored()})
         return 0
     print(f"{topo.name}: {len(topo.hosts)} hosts, {len(topo.switches)} switches "
           f"({len(remote)} remote), {len(topo.links)} links")
@@ -123,6 +136,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         ports = sorted((e.port, far.node) for link, far in topo.neighbours(s)
                        for e in [link.end(s)])
         rows.append([s, "remote " + str(topo.switches[s].grpc) if topo.switches[s].remote
-                     else "local BMv2", " ".join(f"p{p}:{n}" for p, n in ports)])
-    print(format_table(["switch", "runs", "ports"], rows))
+                     else "local BMv2", " ".join(f"p{p}:{n}" for p, n in ports)]
+                    + ([str(runtime.get(s, "-"))] if runtime else []))
+    print(format_table(["switch", "runs", "ports"] + (["runtime_json"] if runtime else []),
+                       rows))
+    note = topo.ignored()
+    if note:
+        print(note)
     return 0

@@ -12,6 +12,12 @@ The layout follows the p4lang tutorials' topology.json (hosts with ip/mac, switc
  "aggregation": {"destination": "h1"}}
 ```
 
+The tutorials' own fields load too: a host's ``"ip": "10.0.1.1/24"`` and ``commands``, a
+switch's ``runtime_json`` (what `innet deploy --program` installs on it), ``cli_input`` and
+``program``, delays written "0". What innet reads but does not act on (delays, host commands,
+cli_input, per-switch programs) `Topology.ignored` says in one line, and `innet topo check`
+prints it.
+
 A switch with a ``grpc`` address is remote: the controller drives it, Mininet does not start
 it. ``rate`` is the link's rate in SOAR's cost (default 1: costs count messages). Hosts sit in
 one IPv4 network (``prefix``, default 10.0.0.0/8), so every route is a host /32 route.
@@ -33,7 +39,7 @@ from innet.errors import InputError, read_json
 
 _PORT = re.compile(r"^(?P<node>[A-Za-z][\w.]*)-p(?P<port>\d+)$")
 _MAC = re.compile(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$")
-_DELAY = re.compile(r"^(?P<value>\d+(\.\d+)?)(?P<unit>us|ms|s)$")
+_DELAY = re.compile(r"^(?P<value>\d+(\.\d+)?)(?P<unit>us|ms|s)?$")
 
 # BMv2's v1model ports are 9 bits (p4src/headers.p4 port_t): 511 is its drop port and 510 the
 # CPU port by convention, so links may use 1..509 only.
@@ -50,6 +56,8 @@ class Host:
     ip: str
     mac: str
     gpus: int = 1
+    prefix_len: int | None = None  # the tutorials' "10.0.1.1/24": kept, written back
+    commands: tuple[str, ...] = ()  # the tutorials' shell commands for the host: not run
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ class Switch:
     grpc: str | None = None  # remote switch: its P4Runtime address
     device_id: int = 0
     thrift_port: int | None = None  # remote switch's BMv2 thrift port, if any
+    # the p4lang tutorials' fields, relative to the topology's folder or its parent (the
+    # tutorials' exercise folder): the switch's runtime file (`innet deploy --program`
+    # installs it), and two that innet does not use (a thrift CLI script, a per-switch program)
+    runtime_json: str | None = None
+    cli_input: str | None = None
+    program: str | None = None
 
     @property
     def remote(self) -> bool:
@@ -147,9 +161,7 @@ class Topology:
                 links.append(obj)
         out: dict[str, Any] = {
             "name": self.name,
-            "hosts": {h.name: {"ip": h.ip, "mac": h.mac, **({"gpus": h.gpus} if h.gpus != 1
-                                                              else {})}
-                      for h in self.hosts.values()},
+            "hosts": {h.name: _host_dict(h) for h in self.hosts.values()},
             "switches": {s.name: _switch_dict(s) for s in self.switches.values()},
             "links": links,
         }
@@ -159,6 +171,57 @@ class Topology:
             out["prefix"] = self.prefix
         return out
 
+    def file_path(self, name: str) -> Path:
+        """A file the topology names (runtime_json): as given when absolute, else beside the
+        topology file, else in its parent folder (the tutorials' files name
+        "pod-topo/s1-runtime.json" from their exercise folder); when none exists, the first
+        place, for the error to name."""
+        p = Path(name)
+        if p.is_absolute() or self.source is None:
+            return p
+        here = Path(self.source).parent
+        for candidate in (here / p, here.parent / p):
+            if candidate.is_file():
+                return candidate
+        return here / p
+
+    def runtime_files(self) -> dict[str, Path]:
+        """Every switch's runtime_json, resolved (`file_path`)."""
+        return {s.name: self.file_path(s.runtime_json) for s in self.switches.values()
+                if s.runtime_json}
+
+    def ignored(self) -> str | None:
+        """One line naming what of the file innet reads but does not act on, and why; None
+        when it acts on everything."""
+        parts = []
+        delayed = sum(link.delay_ms > 0 for link in self.links)
+        if delayed:
+            parts.append(f"link delays ({delayed} of {len(self.links)} links): this kernel has "
+                         "no netem, so they cannot be emulated")
+        commands = [h for h in self.hosts.values() if h.commands]
+        if commands:
+            parts.append(f"host commands ({', '.join(h.name for h in commands)}): not run; "
+                         "innet gives hosts their address, routes and ARP entries itself")
+        cli = [s.name for s in self.switches.values() if s.cli_input]
+        if cli:
+            parts.append(f"cli_input ({', '.join(cli)}): not sent; table entries come from "
+                         "runtime_json over P4Runtime")
+        prog = [s.name for s in self.switches.values() if s.program]
+        if prog:
+            parts.append(f"per-switch program ({', '.join(prog)}): every switch runs the one "
+                         "--program")
+        return "ignored: " + "; ".join(parts) if parts else None
+
+
+def _host_dict(h: Host) -> dict[str, Any]:
+    out: dict[str, Any] = {"ip": h.ip if h.prefix_len is None else f"{h.ip}/{h.prefix_len}",
+                           "mac": h.mac}
+    if h.gpus != 1:
+        out["gpus"] = h.gpus
+    if h.commands:
+        out["commands"] = list(h.commands)
+    return out
+
 
 def _switch_dict(s: Switch) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -167,6 +230,9 @@ def _switch_dict(s: Switch) -> dict[str, Any]:
         out["device_id"] = s.device_id
         if s.thrift_port is not None:
             out["thrift_port"] = s.thrift_port
+    for key in ("runtime_json", "cli_input", "program"):
+        if getattr(s, key) is not None:
+            out[key] = getattr(s, key)
     return out
 
 
@@ -181,10 +247,11 @@ def _parse_delay(value: Any, where: str, source: str | None) -> float:
     elif isinstance(value, str):
         m = _DELAY.match(value.strip())
         if m:
-            scale = {"us": 1e-3, "ms": 1.0, "s": 1e3}[m["unit"]]
+            # no unit ("0", as the tutorials write it): milliseconds, as a JSON number is
+            scale = {"us": 1e-3, "ms": 1.0, "s": 1e3, None: 1.0}[m["unit"]]
             ms = float(m["value"]) * scale
     if ms is None or not 0 <= ms <= MAX_DELAY_MS:  # NaN fails the comparison too
-        raise InputError(f"{where}: delay must look like '2ms', '500us' or '0.1s' (at most "
+        raise InputError(f"{where}: delay must look like '2ms', '500us', '0.1s' or '0' (at most "
                          f"{MAX_DELAY_MS / 1e3:g} s), got {value!r}", source=source)
     return ms
 
@@ -227,11 +294,19 @@ def topology_from_dict(data: Any, *, source: str | None = None) -> Topology:
         if destination not in hosts:
             raise InputError(f"aggregation.destination: unknown host {destination!r}",
                              source=source)
-    topo = Topology(str(data.get("name", Path(source).stem if source else "topology")), hosts,
+    topo = Topology(str(data.get("name", _default_name(source))), hosts,
                     switches, tuple(links), destination, str(network), source)
     for h in hosts:
         topo.host_switch(h)
     return topo
+
+
+def _default_name(source: str | None) -> str:
+    """The file's stem; for the tutorials' "pod-topo/topology.json", its folder's name."""
+    if source is None:
+        return "topology"
+    p = Path(source)
+    return p.parent.name if p.stem == "topology" and p.parent.name else p.stem
 
 
 def _parse_hosts(raw: Any, network: Any, source: str | None) -> dict[str, Host]:
@@ -251,12 +326,21 @@ def _parse_hosts(raw: Any, network: Any, source: str | None) -> dict[str, Host]:
         if extra:
             raise InputError(f"{where}: unknown field(s) {', '.join(sorted(extra))}",
                              source=source)
-        ip_text = str(spec.get("ip", "")).split("/")[0]
+        ip_text, slash, plen_text = str(spec.get("ip", "")).partition("/")
         try:
             ip = ipaddress.ip_address(ip_text)
         except ValueError:
             raise InputError(f"{where}: ip must be an IPv4 address, got {spec.get('ip')!r}",
                              source=source) from None
+        prefix_len = None
+        if slash:
+            if not re.fullmatch(r"\d{1,2}", plen_text) or not 0 < int(plen_text) <= 32:
+                raise InputError(f"{where}: ip's prefix length must be 1..32, got "
+                                 f"{spec.get('ip')!r}", source=source)
+            prefix_len = int(plen_text)
+        commands = spec.get("commands", [])
+        if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+            raise InputError(f"{where}: commands must be a list of strings", source=source)
         if ip not in network:
             raise InputError(f"{where}: ip {ip} is outside the prefix {network}", source=source)
         mac = spec.get("mac")
@@ -275,7 +359,7 @@ def _parse_hosts(raw: Any, network: Any, source: str | None) -> dict[str, Host]:
                              source=source)
         seen_ip[str(ip)] = name
         seen_mac[mac.lower()] = name
-        hosts[name] = Host(name, str(ip), mac.lower(), gpus)
+        hosts[name] = Host(name, str(ip), mac.lower(), gpus, prefix_len, tuple(commands))
     return hosts
 
 
@@ -312,7 +396,14 @@ def _parse_switches(raw: Any, source: str | None) -> dict[str, Switch]:
                                    or not 1 <= thrift <= 65535):
             raise InputError(f"{where}: thrift_port must be an integer in 1..65535, got "
                              f"{thrift!r}", source=source)
-        switches[name] = Switch(name, grpc, device_id, thrift)
+        files = {}
+        for key in ("runtime_json", "cli_input", "program"):
+            value = spec.get(key)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InputError(f"{where}: {key} must be a file name, got {value!r}",
+                                 source=source)
+            files[key] = value
+        switches[name] = Switch(name, grpc, device_id, thrift, **files)
     if not switches:
         raise InputError("switches: at least one switch is needed", source=source)
     return switches

@@ -279,7 +279,7 @@ def test_cli_deploy_and_status(server: FakeP4RuntimeServer, tmp_path: Path,
     out = capsys.readouterr().out
     assert "s4 (" in out and "load program; +19 ~1 -0; multicast groups +1 ~0 -0" in out
     assert "  + results 239.1.0.1/32 -> multicast group 1" in out
-    assert "  + MulticastGroup 1: ports 2, 3" in out
+    assert "  + multicast group 1 -> port 2 (instance 0), port 3 (instance 0)" in out
     assert "  + aggregate job 1: wait for bitmap 0xf (4 workers), slots 0..15" in out
     assert "  ~ ECN: off  =>  ECN: mark CE at queue depth >= 20" in out
     assert "15 switches (15 changed, 0 unchanged, 0 failed), 15 program loads, wrote 315 " \

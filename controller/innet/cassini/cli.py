@@ -211,7 +211,8 @@ def register(sub: Any) -> None:
     sw.add_argument("--workers", type=int_in(1, 256), default=None,
                     help="draws run in this many processes (default: one per CPU)")
     sw.add_argument("--dask", metavar="tcp://HOST:PORT",
-                    help="run the draws on this Dask scheduler instead (same numbers)")
+                    help="run the draws on this Dask scheduler instead (same numbers; "
+                         "default: local processes)")
     sw.add_argument("--json", action="store_true",
                     help='print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
                          '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')

@@ -35,7 +35,7 @@ from typing import TypeVar
 from innet.errors import InputError
 from innet.p4rt.client import SwitchAddress, SwitchClient, SwitchError
 from innet.p4rt.encode import normalise
-from innet.p4rt.entities import CloneSession, Entry, Match, MulticastGroup
+from innet.p4rt.entities import CloneSession, Entry, EntryKey, MulticastGroup
 from innet.p4rt.schema import Pipeline
 
 Replication = MulticastGroup | CloneSession
@@ -63,7 +63,7 @@ def diff(current: Iterable[Entry], desired: Iterable[Entry]) -> Diff:
     mention is left alone.
     """
     have = {e.key: e for e in current}
-    want: dict[tuple[str, tuple[Match, ...], bool], Entry] = {}
+    want: dict[EntryKey, Entry] = {}
     for e in desired:
         if e.key in want and want[e.key] != e:
             raise InputError(f"two different entries for one key: {want[e.key]} and {e}")

@@ -13,7 +13,13 @@ from p4.v1 import p4runtime_pb2
 
 from innet.errors import InputError
 from innet.p4rt.entities import CloneSession, Entry, Match, MulticastGroup, Replica
-from innet.p4rt.schema import Schema, decode_value, encode_value
+from innet.p4rt.schema import (
+    MatchFieldInfo,
+    Schema,
+    TableInfo,
+    decode_value,
+    encode_value,
+)
 
 
 class EncodeError(InputError):
@@ -51,21 +57,20 @@ def table_entry(schema: Schema, entry: Entry) -> Any:
         fm = te.match.add()
         fm.field_id = info.id
         try:
-            if info.match_type == "exact":
-                if m.prefix_len is not None:
-                    raise ValueError(f"field {m.field} is exact, not a prefix")
-                fm.exact.value = encode_value(m.value, info.bitwidth)
-            elif info.match_type == "lpm":
-                plen = info.bitwidth if m.prefix_len is None else m.prefix_len
-                if not 0 < plen <= info.bitwidth:
-                    raise ValueError(f"prefix length {plen} not in 1..{info.bitwidth}")
-                mask = ((1 << plen) - 1) << (info.bitwidth - plen)
-                fm.lpm.value = encode_value(m.value & mask, info.bitwidth)
-                fm.lpm.prefix_len = plen
-            else:
-                raise ValueError(f"match type {info.match_type} is not supported here")
+            _field_match(fm, info, m)
         except ValueError as exc:
             raise EncodeError(f"{schema.describe(entry)}: field {m.field}: {exc}") from None
+    if entry.default:
+        if entry.priority:
+            raise EncodeError(f"{schema.describe(entry)}: a default action has no priority")
+    elif table.prioritised != (entry.priority > 0):
+        need = ("needs a priority > 0 (it has ternary, range or optional fields)"
+                if table.prioritised else "takes no priority (no ternary, range or optional "
+                                          "field)")
+        raise EncodeError(f"{schema.describe(entry)}: table {table.alias} {need}")
+    if not 0 <= entry.priority < 1 << 31:
+        raise EncodeError(f"{schema.describe(entry)}: priority must be in 1..2^31-1")
+    te.priority = entry.priority
     te.action.action.action_id = action.id
     given = dict(entry.params)
     if set(given) != {p.name for p in action.params}:
@@ -82,6 +87,52 @@ def table_entry(schema: Schema, entry: Entry) -> Any:
     return te
 
 
+def _field_match(fm: Any, info: MatchFieldInfo, m: Match) -> None:
+    """Fill one FieldMatch in the field's kind; ValueError says what does not fit."""
+    kind, width = info.match_type, info.bitwidth
+    given = [what for what, v in (("prefix", m.prefix_len), ("ternary", m.mask),
+                                  ("range", m.high)) if v is not None]
+    allowed = {"lpm": "prefix", "ternary": "ternary", "range": "range"}.get(kind)
+    wrong = [what for what in given if what != allowed]
+    if wrong:
+        raise ValueError(f"{kind}, not a {wrong[0]} match")
+    if kind in ("exact", "optional"):
+        getattr(fm, kind).value = encode_value(m.value, width)
+    elif kind == "lpm":
+        plen = width if m.prefix_len is None else m.prefix_len
+        if not 0 < plen <= width:
+            raise ValueError(f"prefix length {plen} not in 1..{width} (a /0 is no match: "
+                             "leave the field out)")
+        mask = ((1 << plen) - 1) << (width - plen)
+        fm.lpm.value = encode_value(m.value & mask, width)
+        fm.lpm.prefix_len = plen
+    elif kind == "ternary":
+        mask = (1 << width) - 1 if m.mask is None else m.mask
+        if mask == 0:
+            raise ValueError("mask 0 matches everything: leave the field out")
+        fm.ternary.mask = encode_value(mask, width)
+        fm.ternary.value = encode_value(m.value & mask, width)
+    elif kind == "range":
+        high = m.value if m.high is None else m.high
+        if high < m.value:
+            raise ValueError(f"range {m.value}..{high} is empty")
+        if m.value == 0 and high == (1 << width) - 1:
+            raise ValueError("the full range matches everything: leave the field out")
+        fm.range.low = encode_value(m.value, width)
+        fm.range.high = encode_value(high, width)
+    else:
+        raise ValueError(f"match type {kind} is not supported here")
+
+
+def _field_name(table: TableInfo, info: MatchFieldInfo) -> str:
+    """The field's last name segment ("dstAddr"), unless another field of the table ends the
+    same way (hdr.ethernet.dstAddr and hdr.ipv4.dstAddr): then its full name."""
+    short = _short(info.name)
+    if sum(_short(f.name) == short for f in table.match_fields) > 1:
+        return info.name
+    return short
+
+
 def entry_from_proto(schema: Schema, te: Any) -> Entry:
     """The Entry a read table entry stands for (names are the P4Info aliases)."""
     table = schema.tables[te.table_id]
@@ -89,12 +140,18 @@ def entry_from_proto(schema: Schema, te: Any) -> Entry:
     match = []
     for fm in te.match:
         info = by_id[fm.field_id]
+        name = _field_name(table, info)
         kind = fm.WhichOneof("field_match_type")
-        if kind == "exact":
-            match.append(Match(_short(info.name), decode_value(fm.exact.value)))
+        if kind in ("exact", "optional"):
+            match.append(Match(name, decode_value(getattr(fm, kind).value)))
         elif kind == "lpm":
-            match.append(Match(_short(info.name), decode_value(fm.lpm.value),
-                               int(fm.lpm.prefix_len)))
+            match.append(Match(name, decode_value(fm.lpm.value), int(fm.lpm.prefix_len)))
+        elif kind == "ternary":
+            match.append(Match(name, decode_value(fm.ternary.value),
+                               mask=decode_value(fm.ternary.mask)))
+        elif kind == "range":
+            match.append(Match(name, decode_value(fm.range.low),
+                               high=decode_value(fm.range.high)))
         else:
             raise ValueError(f"table {table.alias}: unsupported match kind {kind}")
     act = te.action.action
@@ -103,7 +160,7 @@ def entry_from_proto(schema: Schema, te: Any) -> Entry:
     params = tuple(sorted(((pnames[p.param_id], decode_value(p.value)) for p in act.params),
                           key=lambda kv: [q.name for q in action.params].index(kv[0])))
     return Entry(table.alias, tuple(sorted(match)), action.alias, params,
-                 bool(te.is_default_action))
+                 bool(te.is_default_action), int(te.priority))
 
 
 def normalise(schema: Schema, entry: Entry) -> Entry:

@@ -14,11 +14,20 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True, order=True)
 class Match:
-    """One match field: exact when prefix_len is None, else longest-prefix."""
+    """One match field. The field's kind in the P4Info says how it matches: exact (or
+    optional) on `value`; lpm on `value`/`prefix_len` (None: the full width); ternary on
+    `value` under `mask` (None: every bit); range from `value` to `high` (None: just
+    `value`). A wildcard (prefix 0, mask 0, the full range) is no Match at all: P4Runtime
+    omits such fields, and so do reads."""
 
     field: str
     value: int
     prefix_len: int | None = None
+    mask: int | None = None
+    high: int | None = None
+
+
+EntryKey = tuple[str, tuple[Match, ...], bool, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +39,15 @@ class Entry:
     action: str
     params: tuple[tuple[str, int], ...] = ()
     default: bool = False
+    # tables with ternary, range or optional fields order their entries by it (higher wins);
+    # 0 everywhere else
+    priority: int = 0
 
     @property
-    def key(self) -> tuple[str, tuple[Match, ...], bool]:
-        """What identifies the entry on the switch: two entries with one key are one entry."""
-        return (self.table, self.match, self.default)
+    def key(self) -> EntryKey:
+        """What identifies the entry on the switch: two entries with one key are one entry
+        (P4Runtime counts the priority in the key)."""
+        return (self.table, self.match, self.default, self.priority)
 
     def param(self, name: str) -> int:
         return dict(self.params)[name]
@@ -86,10 +99,22 @@ class CloneSession:
 Describe = Callable[[Entry], str]
 
 
+def describe_match(m: Match) -> str:
+    """`field=0xa000101/32`, `field=0x800&&&0xffff`, `field=0x10..0x20` or `field=0x1`."""
+    text = f"{m.field}={m.value:#x}"
+    if m.prefix_len is not None:
+        text += f"/{m.prefix_len}"
+    if m.mask is not None:
+        text += f"&&&{m.mask:#x}"
+    if m.high is not None:
+        text += f"..{m.high:#x}"
+    return text
+
+
 def describe_entry(entry: Entry) -> str:
     """One line for any entry: table, match (or "default"), action and its arguments."""
-    match = ", ".join(f"{m.field}={m.value:#x}" + (f"/{m.prefix_len}" if m.prefix_len is not None
-                                                    else "") for m in entry.match)
+    match = ", ".join(describe_match(m) for m in entry.match)
     args = ", ".join(f"{k}={v}" for k, v in entry.params)
     where = "default" if entry.default else f"[{match}]"
-    return f"{entry.table} {where} -> {entry.action}({args})"
+    prio = f" priority {entry.priority}" if entry.priority else ""
+    return f"{entry.table} {where}{prio} -> {entry.action}({args})"

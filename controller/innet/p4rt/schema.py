@@ -71,11 +71,25 @@ class TableInfo:
     def keyless(self) -> bool:
         return not self.match_fields
 
+    @property
+    def prioritised(self) -> bool:
+        """Its entries carry a priority (P4Runtime: any ternary, range or optional field)."""
+        return any(f.match_type in ("ternary", "range", "optional") for f in self.match_fields)
+
     def field(self, name: str) -> MatchFieldInfo:
+        """By full name (hdr.ipv4.dstAddr) or, when no other field ends the same way, by its
+        last segment (dstAddr)."""
         for f in self.match_fields:
-            if f.name == name or f.name.rsplit(".", 1)[-1] == name:
+            if f.name == name:
                 return f
-        raise InputError(f"table {self.alias!r} has no match field {name!r}")
+        ends = [f for f in self.match_fields if f.name.rsplit(".", 1)[-1] == name]
+        if len(ends) == 1:
+            return ends[0]
+        if ends:
+            raise InputError(f"table {self.alias!r}: match field {name!r} is ambiguous "
+                             f"({', '.join(f.name for f in ends)}); give the full name")
+        raise InputError(f"table {self.alias!r} has no match field {name!r} (it has "
+                         f"{', '.join(f.name for f in self.match_fields) or 'none'})")
 
 
 @dataclass(frozen=True, slots=True)

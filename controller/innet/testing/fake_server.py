@@ -3,7 +3,9 @@
 It lets the controller's protocol code (arbitration, pipeline, batched writes, reads, counter
 reads, errors) run without BMv2, and it is stricter than being convenient: ids must exist,
 values must fit their bit widths (canonical or padded bytestrings, as P4Runtime 1.4 allows),
-LPM values must have no bits set beyond the prefix, every action parameter must be given once,
+LPM values must have no bits set beyond the prefix, ternary values none outside their mask,
+ranges must not be empty or full, tables with ternary, range or optional fields need a priority
+(and others take none), every action parameter must be given once,
 only the primary controller may write, a duplicate election id closes the stream, and every
 controller is told when the primary changes. Reads return
 canonical bytestrings, as BMv2's server does. Register reads answer UNIMPLEMENTED, like BMv2.
@@ -29,7 +31,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from innet.p4rt.schema import Schema, TableInfo, schema_from_p4info
 
-Key = tuple[tuple[int, bytes, int], ...]
+Key = tuple[tuple[int, bytes, int | bytes], ...]  # (field id, value, prefix/mask/high)
 
 
 class _Reject(Exception):
@@ -328,9 +330,13 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
             raise _Reject(code_pb2.INVALID_ARGUMENT,
                           f"table {table.alias} is keyless: only its default can be set")
         key, canon = _checked_match(table, te)
-        if te.priority:
+        if te.priority and not table.prioritised:
             raise _Reject(code_pb2.INVALID_ARGUMENT, "priority set on a table that has no "
                                                      "ternary or range field")
+        if table.prioritised and te.priority <= 0:
+            raise _Reject(code_pb2.INVALID_ARGUMENT, "a table with ternary, range or optional "
+                                                     "fields needs a priority > 0")
+        key = (*key, (-1, b"", int(te.priority)))
         store = dev.entries[table.id]
         if up.type == types.DELETE:
             if key not in store:
@@ -339,6 +345,7 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
             return
         stored = _checked_action(schema, table, te, default=False)
         stored.match.extend(canon)
+        stored.priority = te.priority
         if up.type == types.INSERT:
             if key in store:
                 raise _Reject(code_pb2.ALREADY_EXISTS, "Match entry exists, use MODIFY")
@@ -392,6 +399,7 @@ class _Servicer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
             store = dev.entries[table.id]
             if te.match:
                 key, _ = _checked_match(table, te)
+                key = (*key, (-1, b"", int(te.priority)))
                 chosen = [store[key]] if key in store else []
             else:
                 chosen = list(store.values())
@@ -440,7 +448,7 @@ def _grpc_code(code: int) -> Any:
 def _checked_match(table: TableInfo, te: Any) -> tuple[Key, list[Any]]:
     fields = {f.id: f for f in table.match_fields}
     seen: set[int] = set()
-    key: list[tuple[int, bytes, int]] = []
+    key: list[tuple[int, bytes, int | bytes]] = []
     canon = []
     for fm in te.match:
         info = fields.get(fm.field_id)
@@ -473,6 +481,32 @@ def _checked_match(table: TableInfo, te: Any) -> tuple[Key, list[Any]]:
             out.lpm.value = value
             out.lpm.prefix_len = plen
             key.append((fm.field_id, value, plen))
+        elif kind == "optional":
+            value = _canonical(fm.optional.value, info.bitwidth, info.name)
+            out.optional.value = value
+            key.append((fm.field_id, value, -1))
+        elif kind == "ternary":
+            value = _canonical(fm.ternary.value, info.bitwidth, info.name)
+            mask = _canonical(fm.ternary.mask, info.bitwidth, info.name)
+            if mask == b"\0":
+                raise _Reject(code_pb2.INVALID_ARGUMENT,
+                              f"field {info.name}: mask 0 (omit the field for a wildcard)")
+            if int.from_bytes(value, "big") & ~int.from_bytes(mask, "big"):
+                raise _Reject(code_pb2.INVALID_ARGUMENT,
+                              f"field {info.name}: value bits set outside the mask")
+            out.ternary.value, out.ternary.mask = value, mask
+            key.append((fm.field_id, value, mask))
+        elif kind == "range":
+            low = _canonical(fm.range.low, info.bitwidth, info.name)
+            high = _canonical(fm.range.high, info.bitwidth, info.name)
+            lo, hi = int.from_bytes(low, "big"), int.from_bytes(high, "big")
+            if lo > hi:
+                raise _Reject(code_pb2.INVALID_ARGUMENT, f"field {info.name}: low > high")
+            if lo == 0 and hi == (1 << info.bitwidth) - 1:
+                raise _Reject(code_pb2.INVALID_ARGUMENT, f"field {info.name}: the full range "
+                                                         "(omit the field for a wildcard)")
+            out.range.low, out.range.high = low, high
+            key.append((fm.field_id, low, high))
         else:
             raise _Reject(code_pb2.UNIMPLEMENTED, f"match kind {kind}")
         canon.append(out)
