@@ -21,7 +21,7 @@ from innet.cassini.geometry import (
 )
 from innet.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
 from innet.cassini.scheduler import ClusterPlan, Schedule, schedule
-from innet.errors import InputError
+from innet.errors import InputError, one_line
 from innet.jsonout import dumps, print_json
 from innet.outpaths import output_dir, output_file
 from innet.table import format_table
@@ -264,7 +264,7 @@ def _checked_arg(p: argparse.ArgumentParser) -> None:
 
 def _warn(messages: Sequence[str]) -> None:
     for message in messages:
-        print(f"innet: warning: {message}", file=sys.stderr)
+        print(one_line(f"innet: warning: {message}"), file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------ link
