@@ -106,6 +106,9 @@ def register(sub: Any) -> None:
     link.add_argument("--capacity", type=_positive, required=True, metavar="GBPS",
                       help="the link's capacity in Gbps (e.g. 50)")
     _geometry_args(link)
+    link.add_argument("--force", action="store_true",
+                      help="search even when the estimate is past 20 s or the memory "
+                           "available (see docs/inputs.md)")
     link.add_argument("--json", action="store_true",
                       help='print {"score", "shifts_ms": {job: ms}, "period_ms"}')
     link.set_defaults(func=cmd_link)
@@ -273,7 +276,7 @@ def _warn(messages: Sequence[str]) -> None:
 def cmd_link(args: argparse.Namespace) -> int:
     jobs = load_jobs(args.jobs)
     solution = best_shifts(jobs, check_capacity(args.capacity),
-                           precision_deg=args.precision_deg, seed=args.seed)
+                           precision_deg=args.precision_deg, seed=args.seed, force=args.force)
     if solution.circle.warning:
         _warn([solution.circle.warning])
     if args.json:
@@ -365,7 +368,8 @@ Runs = list[tuple[FluidResult, float]]  # a fluid run and its plan's mean link s
 
 def _runs_single(jobs: Sequence[JobProfile], capacity: float, args: argparse.Namespace,
                  config: FluidConfig) -> tuple[Runs, dict[str, Any]]:
-    solution = best_shifts(jobs, capacity, precision_deg=args.precision_deg, seed=args.seed)
+    solution = best_shifts(jobs, capacity, precision_deg=args.precision_deg, seed=args.seed,
+                           force=args.force)
     if solution.circle.warning:
         _warn([solution.circle.warning])
     traffic, cap = single_link(jobs, capacity)
