@@ -19,9 +19,16 @@ from innet.cassini.geometry import (
     check_precision,
     unified_circle,
 )
-from innet.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
+from innet.cassini.profiles import (
+    JOB_NAME,
+    JOB_NAME_RULE,
+    JobProfile,
+    load_jobs,
+    load_zoo,
+    zoo_assumptions,
+)
 from innet.cassini.scheduler import ClusterPlan, Schedule, schedule
-from innet.errors import InputError, one_line
+from innet.errors import InputError, one_line, quote
 from innet.jsonout import dumps, print_json
 from innet.outpaths import output_dir, output_file
 from innet.table import format_table
@@ -225,6 +232,9 @@ def register(sub: Any) -> None:
                       help="longest iteration time to consider (default: half the capture)")
     prof.add_argument("-o", "--output", type=output_file(), metavar="JOBS.json",
                       help="write a jobs file (default: write nothing)")
+    prof.add_argument("--force", action="store_true",
+                      help="search even when the estimate is past 20 s or the memory "
+                           "available (see docs/inputs.md)")
     prof.add_argument("--json", action="store_true",
                       help='print {"period_ms", "confidence", "iterations", "packets", '
                            '"bytes", "bin_ms", "job"}')
@@ -594,15 +604,19 @@ def _sweep_text(draws: Sequence[Any], summary: dict[str, Any]) -> str:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from innet.cassini.pcap_profile import profile_capture
+    from innet.cassini.pcap_profile import job_name, profile_capture
 
     if (args.min_period_ms is not None and args.max_period_ms is not None
             and args.min_period_ms >= args.max_period_ms):
         raise InputError(f"--min-period-ms ({args.min_period_ms:g}) must be below "
                          f"--max-period-ms ({args.max_period_ms:g})")
+    if args.name is not None and not JOB_NAME.fullmatch(args.name):
+        raise InputError(f"--name must be {JOB_NAME_RULE}, got {quote(args.name)}")
+    # the file name is only a default: made valid ("my capture" -> "my-capture") up front
+    name = args.name or job_name(Path(args.capture).stem)
     prof = profile_capture(args.capture, bin_ms=args.bin_ms, host=args.host,
-                           min_period_ms=args.min_period_ms, max_period_ms=args.max_period_ms)
-    name = args.name or Path(args.capture).stem
+                           min_period_ms=args.min_period_ms, max_period_ms=args.max_period_ms,
+                           force=args.force)
     entry = prof.to_job_dict(name, args.gpus)
     prof.job(name, args.gpus)  # refuse a profile the other commands would refuse
     if args.output:
