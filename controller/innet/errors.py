@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import stat
@@ -40,15 +41,22 @@ MAX_MESSAGE = 300  # characters of one error line, "innet: " included
 MAX_QUOTED = 60  # characters of one quoted name or value inside a message
 MAX_SOURCE = 150  # characters of the file name that starts a message: the path matters most
 
-# C0 and C1 controls, DEL, the Unicode line and paragraph separators, and lone surrogates
-# (which no terminal can print and a UTF-8 stream refuses to encode)
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(match: re.Match[str]) -> str:
-    ch = match.group()
-    return _ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+def _escape(ch: str) -> str:
+    """What repr writes for a character it does not print: controls, line and paragraph
+    separators, lone surrogates (no UTF-8 stream can encode them), unassigned code points."""
+    if ch.isprintable():
+        return ch
+    return _ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else
+                                f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else
+                                f"\\U{ord(ch):08x}")
+
+
+def printable(text: str) -> str:
+    """`text` with every character repr would escape escaped the same way."""
+    return text if text.isprintable() else "".join(map(_escape, text))
 
 
 def elide(text: str, limit: int) -> str:
@@ -64,13 +72,13 @@ def elide(text: str, limit: int) -> str:
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
     """`text` as one printable line of at most `limit` characters: line breaks, control
     characters and lone surrogates escaped (as repr does), the middle elided with a count."""
-    return elide(_UNPRINTABLE.sub(_escape, text), limit)
+    return elide(printable(text), limit)
 
 
 def quote(value: object, limit: int = MAX_QUOTED) -> str:
     """A name or value quoted for a message: repr (so escaped and visibly a string), with its
     middle elided past `limit` characters."""
-    return elide(_UNPRINTABLE.sub(_escape, repr(value)), limit)
+    return elide(printable(repr(value)), limit)
 
 
 def elide_join(items: Iterable[str], sep: str = " -> ", keep: int = 4,
@@ -82,6 +90,17 @@ def elide_join(items: Iterable[str], sep: str = " -> ", keep: int = 4,
         middle = f"... ({len(shown) - 2 * keep} more)"
         shown = [*shown[:keep], middle, *shown[-keep:]]
     return sep.join(one_line(s, limit) for s in shown)
+
+
+def finite_number(value: object) -> bool:
+    """A JSON number that is a finite float once converted: not a boolean, not NaN or an
+    infinity, and no integer past float's range (math.isfinite raises OverflowError on
+    10**400, which JSON's integers allow)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= sys.float_info.max
+    return math.isfinite(value)
 
 
 class NetworkError(Exception):

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from innet.errors import InputError, quote, read_json
+from innet.errors import InputError, finite_number, quote, read_json
 
 # Every pattern is matched whole (fullmatch: `$` would let a trailing newline through) and in
 # ASCII (`\d` and `\w` would take other scripts' digits and letters, and '²').
@@ -197,8 +196,7 @@ def _parse_delay(value: Any, where: str, source: str | None) -> float:
 
 def _bounded(value: Any, low: float, high: float) -> bool:
     """A finite JSON number in [low, high] (booleans are not numbers here)."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and low <= value <= high)
+    return finite_number(value) and low <= value <= high
 
 
 def topology_from_dict(data: Any, *, source: str | None = None) -> Topology:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -27,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from innet.errors import InputError, parse_json, quote, read_text
+from innet.errors import InputError, finite_number, parse_json, quote, read_text
 
 DEFAULT_GPUS = 2
 DEFAULT_WORK_MS = 3_600_000.0
@@ -130,8 +129,7 @@ class JobProfile:
 def _number(value: Any, where: str, source: str | None, *, minimum: float = 0.0,
             strict: bool = True, maximum: float = MAX_MS) -> float:
     bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-    if (not isinstance(value, int | float) or isinstance(value, bool)
-            or not math.isfinite(value)):
+    if not finite_number(value):
         raise InputError(f"{where} must be a number {bound}, got {quote(value)}", source=source)
     if not (value > minimum if strict else value >= minimum):
         raise InputError(f"{where} must be {bound}, got {quote(value)}", source=source)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from innet.errors import InputError, elide_join, quote, read_json
+from innet.errors import InputError, elide_join, finite_number, quote, read_json
 from innet.names import natural_key
 
 FloatArray = npt.NDArray[np.float64]
@@ -182,7 +182,8 @@ _RATE_RULE = f"a number in [{MIN_RATE:g}, {MAX_RATE:g}]"
 
 def _check_rate(name: str, rate: Any, source: str | None, *, is_root: bool) -> None:
     ok = (isinstance(rate, int | float | np.floating | np.integer) and not isinstance(rate, bool)
-          and math.isfinite(rate))
+          and finite_number(float(rate) if isinstance(rate, np.floating | np.integer)
+                            else rate))
     if ok and not is_root:
         ok = MIN_RATE <= rate <= MAX_RATE
     if not ok:
