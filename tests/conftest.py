@@ -29,3 +29,13 @@ def no_p4runtime_threads_left() -> Iterator[None]:
     for t in left:
         t.join(timeout=2)
     assert not [t for t in left if t.is_alive()], "a P4Runtime client was not closed"
+
+
+# The property tests of refused inputs (tests/test_inputs_properties.py) run at least 200
+# examples each, here and in CI; derandomised, so a green suite stays green.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "inputs", max_examples=200, deadline=20_000, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                           HealthCheck.data_too_large])

@@ -64,7 +64,7 @@ def test_cli_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_bad_captures_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pcap", "summary", str(tmp_path / "missing.pcap")]) == 2
-    assert "missing.pcap: no such capture file" in capsys.readouterr().err
+    assert "missing.pcap: cannot read capture file: No such file" in capsys.readouterr().err
     junk = tmp_path / "junk.pcap"
     junk.write_bytes(b"this is not a capture")
     assert main(["pcap", "summary", str(junk)]) == 2

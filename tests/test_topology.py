@@ -149,8 +149,9 @@ def test_delays_without_a_unit_are_milliseconds(delay: object, ms: float) -> Non
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    (("hosts", "h1", "ip"), "10.0.1.1/33", "ip's prefix length must be 1..32"),
-    (("hosts", "h1", "ip"), "10.0.1.1/x", "ip's prefix length must be 1..32"),
+    (("hosts", "h1", "ip"), "10.0.1.1/33", "ip must be an IPv4 address like 10.0.1.1"),
+    (("hosts", "h1", "ip"), "10.0.1.1/x", "ip must be an IPv4 address like 10.0.1.1"),
+    (("hosts", "h1", "ip"), "10.0.1.1/0", "ip's prefix length must be 1..32"),
     (("hosts", "h1", "commands"), "ls", "commands must be a list of strings"),
     (("hosts", "h1", "commands"), [1], "commands must be a list of strings"),
     (("switches", "s1", "runtime_json"), 3, "runtime_json must be a file name"),

@@ -14,13 +14,14 @@ blocks; other blocks are skipped by their length). `innet.pcap` and
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from innet.errors import InputError
+from innet.errors import InputError, open_input
 
 MAX_RECORD = 1 << 18  # 262,144 bytes: the largest snapshot length tcpdump and libpcap use
 MAX_BLOCK = 1 << 24  # a pcapng block beyond 16 MiB is a corrupt length, not a packet
@@ -47,28 +48,30 @@ class _Damaged(Exception):
 def read_records(path: str | Path) -> Iterator[Record]:
     """Every record of the capture in file order; InputError if it is not one or is damaged."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError("no such capture file (cannot read it)", source=str(p))
+    # a regular file only (a FIFO would block, /dev/zero never ends); no size bound: the
+    # records are streamed one at a time, so memory does not grow with the capture
+    with open_input(p, what="capture file") as f:
+        size = os.fstat(f.fileno()).st_size
+        yield from _records(f, p, size)
+
+
+def _records(f: BinaryIO, p: Path, size: int) -> Iterator[Record]:
+    head = f.read(4)
     try:
-        f = p.open("rb")
-    except OSError as exc:
+        if head in _PCAP_MAGIC:
+            yield from _pcap(f, head, size)
+        elif len(head) == 4 and struct.unpack("<I", head)[0] == _NG_SHB:
+            f.seek(0)
+            yield from _pcapng(f, size)
+        else:
+            start = head.hex() or "nothing: it is empty"
+            raise InputError(f"not a pcap or pcapng capture (it starts with {start})",
+                             source=str(p))
+    except _Damaged as exc:
+        raise InputError(f"damaged capture: {exc}; refusing to summarise part of it",
+                         source=str(p)) from None
+    except OSError as exc:  # a read error after a good open
         raise InputError(f"cannot read: {exc.strerror}", source=str(p)) from None
-    size = p.stat().st_size
-    with f:
-        head = f.read(4)
-        try:
-            if head in _PCAP_MAGIC:
-                yield from _pcap(f, head, size)
-            elif len(head) == 4 and struct.unpack("<I", head)[0] == _NG_SHB:
-                f.seek(0)
-                yield from _pcapng(f, size)
-            else:
-                start = head.hex() or "nothing: it is empty"
-                raise InputError(f"not a pcap or pcapng capture (it starts with {start})",
-                                 source=str(p))
-        except _Damaged as exc:
-            raise InputError(f"damaged capture: {exc}; refusing to summarise part of it",
-                             source=str(p)) from None
 
 
 def _read_exact(f: BinaryIO, n: int, what: str, offset: int) -> bytes:

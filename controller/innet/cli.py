@@ -8,6 +8,7 @@ or network that failed into one line with exit status 3 (docs/inputs.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from typing import Any, NoReturn
 from innet import __version__, demo, deploy_cli, doctor, net_cli, pcap, topo_cli
 from innet.cassini import cli as cassini_cli
 from innet.emulation import cli as emulation_cli
-from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError
+from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError, one_line
 from innet.soar import cli as soar_cli
 
 DESCRIPTION = """\
@@ -73,7 +74,23 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, one_line(f"{self.prog}: {message} (see {self.prog} --help)") + "\n")
+
+
+def say(message: str) -> None:
+    """One line on stderr, `innet: <message>`, escaped and bounded (errors.one_line): the
+    only way the top level reports, so no input can make it print several lines."""
+    print(one_line(f"innet: {message}"), file=sys.stderr)
+
+
+def _printable_streams() -> None:
+    """Names from files and the command line may hold lone surrogates (a file name in no
+    valid encoding, a JSON escape): printed as escapes rather than a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,18 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _printable_streams()
     parser = build_parser()
     args = parser.parse_args(argv)  # a bad flag exits 2 here, after one line (Parser.error)
     try:
         result = args.func(args)
     except InputError as exc:
-        print(f"innet: {exc}", file=sys.stderr)
+        say(str(exc))
         return EXIT_INPUT
     except NetworkError as exc:
-        print(f"innet: {exc}", file=sys.stderr)
+        say(str(exc))
         return EXIT_NETWORK
     except KeyboardInterrupt:
-        print("innet: interrupted", file=sys.stderr)
+        say("interrupted")
         return 130
     except BrokenPipeError:
         # `innet ... | head` closed our stdout: not an error; keep Python from complaining
@@ -108,10 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a file or folder the user named that the system refused after all (full disk, a
         # read-only mount found out only on write): the user's to fix, so one line, exit 2
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"innet: {where}{exc.strerror or exc}", file=sys.stderr)
+        say(f"{where}{exc.strerror or exc}")
         return 2
     except MemoryError:
-        print("innet: out of memory: the input is too large for this machine", file=sys.stderr)
+        say("out of memory: the input is too large for this machine")
         return 2
     return int(result or 0)
 

@@ -478,16 +478,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         addresses = {s: addresses[s] for s in args.switch}
     if args.program:
         return status_own(args, addresses, _own(args, topo))
+    pipeline = _pipeline(args)
+    # every input given is read, and refused, before any switch is contacted, in both modes
+    want = _status_intent(args, topo, pipeline)
     if args.json:
-        return status_json(args, topo, addresses)
-    result = status(addresses, _pipeline(args))
+        return status_json(addresses, pipeline, want)
+    result = status(addresses, pipeline)
     for name in sorted(result, key=natural_key):
-        print_status(result[name])
-    failed = [s for s in result.values() if s.error]
-    if failed:
-        print(f"innet: {len(failed)} of {len(result)} switches could not be read",
-              file=sys.stderr)
-    return 1 if failed else 0
+        print_status(result[name], None if want is None else want.get(name, []))
+    return _status_exit([name for name, st in result.items() if st.error], len(result))
 
 
 def status_own(args: argparse.Namespace, addresses: dict[str, SwitchAddress],
@@ -540,20 +539,44 @@ def status_own(args: argparse.Namespace, addresses: dict[str, SwitchAddress],
                 print(f"  counter {counter}: " + ", ".join(
                     f"[{i}] {p} pkts {b} bytes" for i, (p, b) in cells.items()))
         print()
-    failed = [n for n, rec in out.items() if not rec["reachable"]]
-    if failed:
-        print(f"innet: {len(failed)} of {len(out)} switches could not be read",
-              file=sys.stderr)
-    return 1 if failed else 0
+    return _status_exit([n for n, rec in out.items() if not rec["reachable"]], len(out))
 
 
-def print_status(st: SwitchStatus) -> None:
+def _status_intent(args: argparse.Namespace, topo: Topology,
+                   pipeline: Pipeline) -> dict[str, list[Entry]] | None:
+    """Per switch, the entries the --workload intent wants (normalised as read back), or None
+    without --workload."""
+    if not args.workload:
+        return None
+    entries = build_intent(args, topo).entries()
+    return {s: [normalise(pipeline.schema, e) for e in es] for s, es in entries.items()}
+
+
+def _status_exit(unread: Sequence[str], total: int) -> int:
+    """One rule with and without --json: 1 when a switch could not be read (the output says
+    which), 0 when every one was."""
+    if unread:
+        hint = ("; no switch answers: is the network up? `sudo innet net up --topology FILE` "
+                "starts one and stays up" if len(unread) == total else "")
+        print(f"innet: {len(unread)} of {total} switches could not be read: "
+              f"{', '.join(sorted(unread, key=natural_key)[:8])}"
+              + (", ..." if len(unread) > 8 else "") + hint, file=sys.stderr)
+        return 1
+    return 0
+
+
+def print_status(st: SwitchStatus, want: list[Entry] | None = None) -> None:
+    """A switch's entries and counters; with `want` (the --workload intent), also how far it
+    is from it."""
     if st.error:
         print(f"{st.switch} ({st.address}): cannot read: {st.error}")
         print()
         return
     if not st.runs_ours:
         print(f"{st.switch} ({st.address}): does not run the innet program")
+        if want is not None:
+            print("  intent: a deploy would load the program and write "
+                  f"{len(want)} entries")
         print()
         return
     print(f"{st.switch} ({st.address}): {len(st.entries)} entries")
@@ -570,6 +593,11 @@ def print_status(st: SwitchStatus) -> None:
     events = st.counters.get(C_AGG_EVENTS, {})
     counts = [f"{n} {events.get(i, (0, 0))[0]}" for i, n in enumerate(AGG_EVENT_NAMES)]
     print("  aggregation packets: " + ", ".join(counts))
+    if want is not None:
+        d = diff(list(st.entries), want)
+        print("  intent: in place" if d.writes == 0 else
+              f"  intent: {len(d.insert)} missing, {len(d.modify)} wrong, {len(d.delete)} "
+              "extra (innet deploy writes the difference)")
     print()
 
 
@@ -585,18 +613,13 @@ def port_rows(counters: dict[str, dict[int, tuple[int, int]]]) -> list[Sequence[
              repeat.get(p, (0, 0))[0]] for p in ports]
 
 
-def status_json(args: argparse.Namespace, topo: Topology,
-                addresses: dict[str, SwitchAddress]) -> int:
-    """`status --json`: one document; unreachable switches are in it, and the exit status is
-    0 (the document says what was found)."""
-    pipeline = _pipeline(args)
-    want = None
-    if args.workload:
-        entries = build_intent(args, topo).entries()
-        want = {s: [normalise(pipeline.schema, e) for e in es] for s, es in entries.items()}
+def status_json(addresses: dict[str, SwitchAddress], pipeline: Pipeline,
+                want: dict[str, list[Entry]] | None) -> int:
+    """`status --json`: one document, unreachable switches in it too; the exit status follows
+    the rule of the text output (`_status_exit`)."""
     out = probe(addresses, pipeline, want)
     print_json({"switches": {n: out[n] for n in addresses}}, indent=1)
-    return 0
+    return _status_exit([n for n in addresses if not out[n]["reachable"]], len(addresses))
 
 
 def probe(addresses: dict[str, SwitchAddress], pipeline: Pipeline,

@@ -162,12 +162,20 @@ def summarise(path: str | Path, bins: int = 200, bin_s: float | None = None) -> 
         return summary
     summary.start, summary.end = start, end
     span = max(end - start, 1e-6)
-    width = bin_s if bin_s else span / bins
-    if span / width >= MAX_BINS:
-        raise InputError(f"the capture spans {span:.6g} s: bins of {width * 1e3:g} ms would be "
-                         f"{span / width:.3g} bins, more than {MAX_BINS}; give a larger --bin-ms",
-                         source=str(path))
-    n_bins = int(span / width) + 1
+    if bin_s:
+        # the bins start at the first packet and the last packet opens one more: count them
+        # (as a float, before any list is made) against the same bound as --bins
+        width = bin_s
+        if span / width >= MAX_BINS:
+            raise InputError(f"the capture spans {span:.6g} s: bins of {width * 1e3:g} ms would "
+                             f"be {span / width + 1:.3g} bins, more than {MAX_BINS}; give a "
+                             "larger --bin-ms", source=str(path))
+        n_bins = int(span / width) + 1
+    else:
+        # exactly `bins` bins over the span (--bins is bounded by MAX_BINS where it is read);
+        # the last packet, at the very end, counts in the last one
+        width = span / bins
+        n_bins = bins
     summary.bin_s = width
     summary.timeline_bytes = [0] * n_bins
     summary.timeline_packets = [0] * n_bins

@@ -33,17 +33,19 @@ def register(sub: Any) -> None:
         description="Write a topology file. Sizes are bounded by what the address plan "
                     "(10.0.x.y, one MAC per host) and BMv2's ports (1..509) can number.")
     gen.add_argument("shape", choices=["bt", "fattree", "leafspine"], help="the shape")
-    gen.add_argument("--depth", type=int_in(1, 10), default=4,
-                     help="bt: levels of switches (2^depth - 1 switches)")
+    gen.add_argument("--depth", type=int_in(1, 10), default=None,
+                     help="bt: levels of switches (2^depth - 1 switches; default 4)")
     gen.add_argument("--hosts-per-leaf", type=int_in(1, 64), default=None,
                      help="bt: workers per leaf (default 2); leafspine: servers (default 4)")
-    gen.add_argument("--ports", type=_fat_tree_k, default=4, metavar="K",
+    gen.add_argument("--ports", type=_fat_tree_k, default=None, metavar="K",
                      help="fattree: K, the ports of every switch of the K-ary fat-tree, even, "
-                          "2..18 (K^2 * 5/4 switches, K^3/4 hosts)")
+                          "2..18 (K^2 * 5/4 switches, K^3/4 hosts; default 4)")
     renamed(gen, "-k", "--ports", "topo gen fattree",
             "-k is the aggregation budget in the soar, deploy and run commands")
-    gen.add_argument("--leaves", type=int_in(1, 500), default=6, help="leafspine: leaves")
-    gen.add_argument("--spines", type=int_in(1, 64), default=2, help="leafspine: spines")
+    gen.add_argument("--leaves", type=int_in(1, 500), default=None,
+                     help="leafspine: leaves (default 6)")
+    gen.add_argument("--spines", type=int_in(1, 64), default=None,
+                     help="leafspine: spines (default 2)")
     gen.add_argument("-o", "--output", type=output_file(), metavar="FILE",
                      help="file to write (default: standard output)")
     gen.add_argument("--json", action="store_true",
@@ -79,18 +81,38 @@ def _fat_tree_k(text: str) -> int:
     return k
 
 
+# which sizing options each shape takes: one given to another shape is refused, not ignored
+_SHAPE_OPTIONS = {"bt": ("depth", "hosts_per_leaf"), "fattree": ("ports",),
+                  "leafspine": ("leaves", "spines", "hosts_per_leaf")}
+_FLAGS = {"depth": "--depth", "hosts_per_leaf": "--hosts-per-leaf", "ports": "--ports",
+          "leaves": "--leaves", "spines": "--spines"}
+
+
 def cmd_gen(args: argparse.Namespace) -> int:
-    hosts_per_leaf = args.hosts_per_leaf  # None: the shape's default (0 is refused)
+    # every sizing option defaults to None: the shape's own default, and a way to tell
+    # an option given to a shape that has no use for it (0 is refused where it is read)
+    ignored = [_FLAGS[o] for o in _FLAGS
+               if getattr(args, o) is not None and o not in _SHAPE_OPTIONS[args.shape]]
+    if ignored:
+        takes = ", ".join(_FLAGS[o] for o in _SHAPE_OPTIONS[args.shape])
+        raise InputError(f"topo gen {args.shape}: {' and '.join(ignored)} "
+                         f"{'does' if len(ignored) == 1 else 'do'} not apply to this shape "
+                         f"(it takes {takes})")
+
+    def given(option: str, default: int) -> int:
+        value = getattr(args, option)
+        return default if value is None else int(value)
+
     if args.shape == "bt":
-        data = binary_tree_topology(args.depth, 2 if hosts_per_leaf is None else hosts_per_leaf)
+        data = binary_tree_topology(given("depth", 4), given("hosts_per_leaf", 2))
     elif args.shape == "fattree":
         try:
-            data = fat_tree_topology(args.ports)
+            data = fat_tree_topology(given("ports", 4))
         except ValueError as exc:
             raise InputError(str(exc)) from None
     else:
-        data = leaf_spine_topology(args.leaves, 4 if hosts_per_leaf is None else hosts_per_leaf,
-                                   args.spines)
+        data = leaf_spine_topology(given("leaves", 6), given("hosts_per_leaf", 4),
+                                   given("spines", 2))
     topo = topology_from_dict(data)  # what we write must load
     text = dumps_topology(data)
     if args.output:

@@ -28,18 +28,23 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from innet.errors import InputError, read_json
+from innet.errors import InputError, finite_number, quote, read_json
 
-_PORT = re.compile(r"^(?P<node>[A-Za-z][\w.]*)-p(?P<port>\d+)$")
-_MAC = re.compile(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$")
-_DELAY = re.compile(r"^(?P<value>\d+(\.\d+)?)(?P<unit>us|ms|s)?$")
+# Every pattern is matched whole (fullmatch: `$` would let a trailing newline through) and in
+# ASCII (`\d` and `\w` would take other scripts' digits and letters, and '²').
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_NAME_RULE = "names are an ASCII letter then ASCII letters, digits or _"
+_PORT = re.compile(r"(?P<node>[A-Za-z][A-Za-z0-9_.]*)-p(?P<port>[0-9]+)")
+_MAC = re.compile(r"([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}")
+_DELAY = re.compile(r"(?P<value>[0-9]+(\.[0-9]+)?)(?P<unit>us|ms|s)?")  # no unit: ms (tutorials)
+_IPV4 = re.compile(r"[0-9.]+(/[0-9.]+)?")  # the characters of 10.0.0.2 or 10.0.1.1/24
+_GRPC = re.compile(r"[^\x00-\x20\x7f/]+:(?P<port>[0-9]{1,5})")  # HOST:PORT, no blanks
 
 # BMv2's v1model ports are 9 bits (p4src/headers.p4 port_t): 511 is its drop port and 510 the
 # CPU port by convention, so links may use 1..509 only.
@@ -127,7 +132,7 @@ class Topology:
         for _, far in self.neighbours(host):
             if far.node in self.switches and far.port is not None:
                 return far.node, far.port
-        raise InputError(f"host {host!r} is not linked to any switch", source=self.source)
+        raise InputError(f"host {quote(host)} is not linked to any switch", source=self.source)
 
     def graph(self) -> Any:
         """An undirected networkx graph of hosts and switches; edges carry their Link."""
@@ -245,21 +250,20 @@ def _parse_delay(value: Any, where: str, source: str | None) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         ms = float(value)
     elif isinstance(value, str):
-        m = _DELAY.match(value.strip())
+        m = _DELAY.fullmatch(value.strip())
         if m:
             # no unit ("0", as the tutorials write it): milliseconds, as a JSON number is
             scale = {"us": 1e-3, "ms": 1.0, "s": 1e3, None: 1.0}[m["unit"]]
             ms = float(m["value"]) * scale
     if ms is None or not 0 <= ms <= MAX_DELAY_MS:  # NaN fails the comparison too
         raise InputError(f"{where}: delay must look like '2ms', '500us', '0.1s' or '0' (at most "
-                         f"{MAX_DELAY_MS / 1e3:g} s), got {value!r}", source=source)
+                         f"{MAX_DELAY_MS / 1e3:g} s), got {quote(value)}", source=source)
     return ms
 
 
 def _bounded(value: Any, low: float, high: float) -> bool:
     """A finite JSON number in [low, high] (booleans are not numbers here)."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and low <= value <= high)
+    return finite_number(value) and low <= value <= high
 
 
 def topology_from_dict(data: Any, *, source: str | None = None) -> Topology:
@@ -274,26 +278,30 @@ def topology_from_dict(data: Any, *, source: str | None = None) -> Topology:
     for key in ("hosts", "switches", "links"):
         if key not in data:
             raise InputError(f"missing field {key!r}", source=source)
+    for key in ("name", "description", "comment"):
+        if key in data and not isinstance(data[key], str):
+            raise InputError(f"{key} must be a string, got {quote(data[key])}", source=source)
     prefix = data.get("prefix", "10.0.0.0/8")
     try:
-        network = ipaddress.ip_network(prefix)
+        if not isinstance(prefix, str) or not _IPV4.fullmatch(prefix):
+            raise ValueError(prefix)
+        network = ipaddress.IPv4Network(prefix)
     except ValueError:
-        raise InputError(f"prefix: not an IPv4 network: {prefix!r}", source=source) from None
+        raise InputError(f"prefix: not an IPv4 network like 10.0.0.0/8: {quote(prefix)}",
+                         source=source) from None
     hosts = _parse_hosts(data["hosts"], network, source)
     switches = _parse_switches(data["switches"], source)
     clash = set(hosts) & set(switches)
     if clash:
-        raise InputError(f"{sorted(clash)[0]!r} is both a host and a switch", source=source)
+        raise InputError(f"{quote(sorted(clash)[0])} is both a host and a switch", source=source)
     links = _parse_links(data["links"], hosts, switches, source)
     destination = None
     agg = data.get("aggregation")
     if agg is not None:
         if not isinstance(agg, dict) or set(agg) - {"destination"}:
             raise InputError("aggregation: expected {\"destination\": HOST}", source=source)
-        destination = agg.get("destination")
-        if destination not in hosts:
-            raise InputError(f"aggregation.destination: unknown host {destination!r}",
-                             source=source)
+        destination = check_host(agg.get("destination"), hosts, "aggregation.destination",
+                                 source)
     topo = Topology(str(data.get("name", _default_name(source))), hosts,
                     switches, tuple(links), destination, str(network), source)
     for h in hosts:
@@ -309,54 +317,76 @@ def _default_name(source: str | None) -> str:
     return p.parent.name if p.stem == "topology" and p.parent.name else p.stem
 
 
-def _parse_hosts(raw: Any, network: Any, source: str | None) -> dict[str, Host]:
+def check_host(name: Any, hosts: dict[str, Host], where: str, source: str | None) -> str:
+    """`name` if it is one of `hosts`: a string first (a list or an object is not a name and
+    cannot even be looked up), then a known host."""
+    if not isinstance(name, str):
+        raise InputError(f"{where}: expected a host name (a string), got {quote(name)}",
+                         source=source)
+    if name not in hosts:
+        raise InputError(f"{where}: unknown host {quote(name)}", source=source)
+    return name
+
+
+def _parse_ip(value: Any, where: str, network: ipaddress.IPv4Network,
+              source: str | None) -> ipaddress.IPv4Address:
+    """An IPv4 address, alone or as the tutorials write it with its prefix (10.0.1.1/24)."""
+    try:
+        if not isinstance(value, str) or not _IPV4.fullmatch(value):
+            raise ValueError(value)
+        ip = ipaddress.IPv4Interface(value).ip
+    except ValueError:
+        raise InputError(f"{where}: ip must be an IPv4 address like 10.0.1.1 (or 10.0.1.1/24), "
+                         f"got {quote(value)}", source=source) from None
+    if ip not in network:
+        raise InputError(f"{where}: ip {ip} is outside the prefix {network}", source=source)
+    return ip
+
+
+def _parse_hosts(raw: Any, network: ipaddress.IPv4Network,
+                 source: str | None) -> dict[str, Host]:
     if not isinstance(raw, dict):
         raise InputError("hosts must be an object {name: {ip, mac}}", source=source)
     hosts: dict[str, Host] = {}
     seen_ip: dict[str, str] = {}
     seen_mac: dict[str, str] = {}
     for name, spec in raw.items():
-        where = f"host {name!r}"
-        if not re.match(r"^[A-Za-z][\w]*$", name):
-            raise InputError(f"{where}: names are a letter then letters, digits or _",
-                             source=source)
+        where = f"host {quote(name)}"
+        if not NAME.fullmatch(name):
+            raise InputError(f"{where}: {_NAME_RULE}", source=source)
         if not isinstance(spec, dict):
             raise InputError(f"{where}: expected {{\"ip\": ..., \"mac\": ...}}", source=source)
         extra = set(spec) - {"ip", "mac", "gpus", "commands"}
         if extra:
             raise InputError(f"{where}: unknown field(s) {', '.join(sorted(extra))}",
                              source=source)
-        ip_text, slash, plen_text = str(spec.get("ip", "")).partition("/")
-        try:
-            ip = ipaddress.ip_address(ip_text)
-        except ValueError:
-            raise InputError(f"{where}: ip must be an IPv4 address, got {spec.get('ip')!r}",
-                             source=source) from None
+        ip = _parse_ip(spec.get("ip"), where, network, source)
         prefix_len = None
-        if slash:
-            if not re.fullmatch(r"\d{1,2}", plen_text) or not 0 < int(plen_text) <= 32:
+        ip_text = str(spec.get("ip"))
+        if "/" in ip_text:
+            plen_text = ip_text.partition("/")[2]
+            if not re.fullmatch(r"[0-9]{1,2}", plen_text) or not 0 < int(plen_text) <= 32:
                 raise InputError(f"{where}: ip's prefix length must be 1..32, got "
-                                 f"{spec.get('ip')!r}", source=source)
+                                 f"{quote(spec.get('ip'))}", source=source)
             prefix_len = int(plen_text)
+        mac = spec.get("mac")
+        if not isinstance(mac, str) or not _MAC.fullmatch(mac):
+            raise InputError(f"{where}: mac must look like 08:00:00:00:01:01, got {quote(mac)}",
+                             source=source)
         commands = spec.get("commands", [])
         if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
-            raise InputError(f"{where}: commands must be a list of strings", source=source)
-        if ip not in network:
-            raise InputError(f"{where}: ip {ip} is outside the prefix {network}", source=source)
-        mac = spec.get("mac")
-        if not isinstance(mac, str) or not _MAC.match(mac):
-            raise InputError(f"{where}: mac must look like 08:00:00:00:01:01, got {mac!r}",
-                             source=source)
+            raise InputError(f"{where}: commands must be a list of strings, got "
+                             f"{quote(commands)}", source=source)
         gpus = spec.get("gpus", 1)
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_GPUS:
-            raise InputError(f"{where}: gpus must be an integer in 0..{MAX_GPUS}, got {gpus!r}",
-                             source=source)
+            raise InputError(f"{where}: gpus must be an integer in 0..{MAX_GPUS}, got "
+                             f"{quote(gpus)}", source=source)
         if str(ip) in seen_ip:
-            raise InputError(f"{where}: ip {ip} is also host {seen_ip[str(ip)]!r}'s",
+            raise InputError(f"{where}: ip {ip} is also host {quote(seen_ip[str(ip)])}'s",
                              source=source)
         if mac.lower() in seen_mac:
-            raise InputError(f"{where}: mac {mac} is also host {seen_mac[mac.lower()]!r}'s",
-                             source=source)
+            raise InputError(f"{where}: mac {mac} is also host "
+                             f"{quote(seen_mac[mac.lower()])}'s", source=source)
         seen_ip[str(ip)] = name
         seen_mac[mac.lower()] = name
         hosts[name] = Host(name, str(ip), mac.lower(), gpus, prefix_len, tuple(commands))
@@ -368,10 +398,9 @@ def _parse_switches(raw: Any, source: str | None) -> dict[str, Switch]:
         raise InputError("switches must be an object {name: {...}}", source=source)
     switches: dict[str, Switch] = {}
     for name, spec in raw.items():
-        where = f"switch {name!r}"
-        if not re.match(r"^[A-Za-z][\w]*$", name):
-            raise InputError(f"{where}: names are a letter then letters, digits or _",
-                             source=source)
+        where = f"switch {quote(name)}"
+        if not NAME.fullmatch(name):
+            raise InputError(f"{where}: {_NAME_RULE}", source=source)
         if spec is None:
             spec = {}
         if not isinstance(spec, dict):
@@ -382,25 +411,25 @@ def _parse_switches(raw: Any, source: str | None) -> dict[str, Switch]:
             raise InputError(f"{where}: unknown field(s) {', '.join(sorted(extra))}",
                              source=source)
         grpc = spec.get("grpc")
-        m = re.match(r"^.+:(\d{1,5})$", grpc) if isinstance(grpc, str) else None
-        if grpc is not None and (m is None or not 1 <= int(m[1]) <= 65535):
+        m = _GRPC.fullmatch(grpc) if isinstance(grpc, str) else None
+        if grpc is not None and (m is None or not 1 <= int(m["port"]) <= 65535):
             raise InputError(f"{where}: grpc must be HOST:PORT with a port in 1..65535, got "
-                             f"{grpc!r}", source=source)
+                             f"{quote(grpc)}", source=source)
         device_id = spec.get("device_id", 0)
         if (isinstance(device_id, bool) or not isinstance(device_id, int)
                 or not 0 <= device_id < 2**64):
             raise InputError(f"{where}: device_id must be an integer in 0..2^64-1 (P4Runtime's "
-                             f"uint64), got {device_id!r}", source=source)
+                             f"uint64), got {quote(device_id)}", source=source)
         thrift = spec.get("thrift_port")
         if thrift is not None and (isinstance(thrift, bool) or not isinstance(thrift, int)
                                    or not 1 <= thrift <= 65535):
             raise InputError(f"{where}: thrift_port must be an integer in 1..65535, got "
-                             f"{thrift!r}", source=source)
+                             f"{quote(thrift)}", source=source)
         files = {}
         for key in ("runtime_json", "cli_input", "program"):
             value = spec.get(key)
             if value is not None and (not isinstance(value, str) or not value):
-                raise InputError(f"{where}: {key} must be a file name, got {value!r}",
+                raise InputError(f"{where}: {key} must be a file name, got {quote(value)}",
                                  source=source)
             files[key] = value
         switches[name] = Switch(name, grpc, device_id, thrift, **files)
@@ -412,10 +441,11 @@ def _parse_switches(raw: Any, source: str | None) -> dict[str, Switch]:
 def _endpoint(text: Any, where: str, hosts: dict[str, Host], switches: dict[str, Switch],
               source: str | None) -> Endpoint:
     if not isinstance(text, str):
-        raise InputError(f"{where}: an end must be 'h1' or 's1-p2', got {text!r}", source=source)
+        raise InputError(f"{where}: an end must be 'h1' or 's1-p2', got {quote(text)}",
+                         source=source)
     if text in hosts:
         return Endpoint(text, None)
-    m = _PORT.match(text)
+    m = _PORT.fullmatch(text)
     if m:
         # a port of more digits than any allowed one is out of range (and would trip Python's
         # limit on int() of long digit strings)
@@ -423,15 +453,15 @@ def _endpoint(text: Any, where: str, hosts: dict[str, Host], switches: dict[str,
         if node in switches:
             if not 1 <= port <= MAX_PORT:
                 raise InputError(f"{where}: switch ports are 1..{MAX_PORT} (BMv2 reserves 510 "
-                                 f"for the CPU and 511 for dropping), got {text!r}",
+                                 f"for the CPU and 511 for dropping), got {quote(text)}",
                                  source=source)
             return Endpoint(node, port)
         if node in hosts:
             return Endpoint(node, None)
     if text in switches:
-        raise InputError(f"{where}: a switch end needs its port, like '{text}-p1'",
+        raise InputError(f"{where}: a switch end needs its port, like {quote(text + '-p1')}",
                          source=source)
-    raise InputError(f"{where}: unknown node {text!r}", source=source)
+    raise InputError(f"{where}: unknown node {quote(text)}", source=source)
 
 
 def _parse_links(raw: Any, hosts: dict[str, Host], switches: dict[str, Switch],
@@ -461,7 +491,7 @@ def _parse_links(raw: Any, hosts: dict[str, Host], switches: dict[str, Switch],
         a = _endpoint(a_text, where, hosts, switches, source)
         b = _endpoint(b_text, where, hosts, switches, source)
         if a.node == b.node:
-            raise InputError(f"{where}: links {a.node!r} to itself", source=source)
+            raise InputError(f"{where}: links {quote(a.node)} to itself", source=source)
         if a.port is None and b.port is None:
             raise InputError(f"{where}: two hosts linked directly; hosts attach to switches",
                              source=source)
@@ -474,16 +504,16 @@ def _parse_links(raw: Any, hosts: dict[str, Host], switches: dict[str, Switch],
                 used[key] = i
             else:
                 if e.node in host_linked:
-                    raise InputError(f"{where}: host {e.node!r} has a second link; hosts have "
+                    raise InputError(f"{where}: host {quote(e.node)} has a second link; hosts have "
                                      "one interface", source=source)
                 host_linked.add(e.node)
         delay_ms = _parse_delay(delay, where, source)
         if mbps is not None and not (_bounded(mbps, 0, MAX_MBPS) and mbps > 0):
             raise InputError(f"{where}: Mbps must be a number in (0, {MAX_MBPS:g}], got "
-                             f"{mbps!r}", source=source)
+                             f"{quote(mbps)}", source=source)
         if not _bounded(rate, MIN_RATE, MAX_RATE):
             raise InputError(f"{where}: rate must be a number in [{MIN_RATE:g}, {MAX_RATE:g}], "
-                             f"got {rate!r}", source=source)
+                             f"got {quote(rate)}", source=source)
         links.append(Link(a, b, delay_ms, None if mbps is None else float(mbps), float(rate)))
     return links
 

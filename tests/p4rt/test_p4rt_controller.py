@@ -163,8 +163,11 @@ def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
     with Controller(addrs(server), PIPE, t, interval=5.0) as ctl:
         ctl.wait_synced(5.0)
         server.drop_entry(0, pg.T_ROUTES)
-        assert main(["status", "--topology", str(topo), "--json"]) == 0
-        doc = json.loads(capsys.readouterr().out)
+        # s5..s15 are unreachable: exit 1, as without --json, and the document says which
+        assert main(["status", "--topology", str(topo), "--json"]) == 1
+        captured = capsys.readouterr()
+        doc = json.loads(captured.out)
+        assert "11 of 15 switches could not be read: s5, s6" in captured.err
         s1, s5 = doc["switches"]["s1"], doc["switches"]["s5"]
         assert set(doc["switches"]) == set(BT15.switches)
         assert (s1["reachable"], s1["pipeline"], s1["primary_election_id"]) == \
@@ -177,7 +180,7 @@ def test_status_json(server: FakeP4RuntimeServer, tmp_path: Path,
         assert "cannot open a P4Runtime session" in s5["error"]
         wl = ROOT / "examples" / "workload-bt15.json"
         assert main(["status", "--topology", str(topo), "--json", "--workload", str(wl),
-                     "-k", "4"]) == 0
+                     "-k", "4"]) == 1
         doc = json.loads(capsys.readouterr().out)
         d1 = doc["switches"]["s1"]["difference"]
         assert (d1["load_program"], len(d1["missing"]), d1["wrong"], d1["extra"],

@@ -26,9 +26,16 @@ from innet.cassini.geometry import (
     check_capacity,
     check_precision,
 )
-from innet.cassini.profiles import JobProfile, load_jobs, load_zoo, zoo_assumptions
+from innet.cassini.profiles import (
+    JOB_NAME,
+    JOB_NAME_RULE,
+    JobProfile,
+    load_jobs,
+    load_zoo,
+    zoo_assumptions,
+)
 from innet.cassini.scheduler import Schedule, schedule
-from innet.errors import InputError
+from innet.errors import InputError, one_line, quote
 from innet.jsonout import dumps, print_json
 from innet.outpaths import output_dir, output_file
 from innet.table import format_table
@@ -113,6 +120,9 @@ def register(sub: Any) -> None:
     link.add_argument("--capacity", type=_positive, required=True, metavar="GBPS",
                       help="the link's capacity in Gbps (e.g. 50)")
     _geometry_args(link)
+    link.add_argument("--force", action="store_true",
+                      help="search even when the estimate is past 20 s or the memory "
+                           "available (see docs/inputs.md)")
     link.add_argument("--json", action="store_true",
                       help='print {"score", "shifts_ms": {job: ms}, "period_ms"}')
     link.set_defaults(func=cmd_link)
@@ -238,6 +248,9 @@ def register(sub: Any) -> None:
                       help="longest iteration time to consider (default: half the capture)")
     prof.add_argument("-o", "--output", type=output_file(), metavar="JOBS.json",
                       help="write a jobs file (default: write nothing)")
+    prof.add_argument("--force", action="store_true",
+                      help="search even when the estimate is past 20 s or the memory "
+                           "available (see docs/inputs.md)")
     prof.add_argument("--json", action="store_true",
                       help='print {"period_ms", "confidence", "iterations", "packets", '
                            '"bytes", "bin_ms", "job"}')
@@ -306,7 +319,7 @@ def _checked_arg(p: argparse.ArgumentParser) -> None:
 
 def _warn(messages: Sequence[str]) -> None:
     for message in messages:
-        print(f"innet: warning: {message}", file=sys.stderr)
+        print(one_line(f"innet: warning: {message}"), file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------------ link
@@ -315,7 +328,7 @@ def _warn(messages: Sequence[str]) -> None:
 def cmd_link(args: argparse.Namespace) -> int:
     jobs = load_jobs(args.jobs)
     solution = best_shifts(jobs, check_capacity(args.capacity),
-                           precision_deg=args.precision_deg, seed=args.seed)
+                           precision_deg=args.precision_deg, seed=args.seed, force=args.force)
     if solution.circle.warning:
         _warn([solution.circle.warning])
     if args.json:
@@ -415,7 +428,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.jobs).stem}-"
     if args.capacity is not None:
         ev = evaluate_link(jobs, check_capacity(args.capacity), config,
-                           precision_deg=args.precision_deg, seed=args.seed, engine=engine)
+                           precision_deg=args.precision_deg, seed=args.seed, engine=engine,
+                           force=args.force)
         where = ev.where
     else:
         topo = load_topology(args.topology)
@@ -492,15 +506,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from innet.cassini.pcap_profile import profile_capture
+    from innet.cassini.pcap_profile import job_name, profile_capture
 
     if (args.min_period_ms is not None and args.max_period_ms is not None
             and args.min_period_ms >= args.max_period_ms):
         raise InputError(f"--min-period-ms ({args.min_period_ms:g}) must be below "
                          f"--max-period-ms ({args.max_period_ms:g})")
+    if args.name is not None and not JOB_NAME.fullmatch(args.name):
+        raise InputError(f"--name must be {JOB_NAME_RULE}, got {quote(args.name)}")
+    # the file name is only a default: made valid ("my capture" -> "my-capture") up front
+    name = args.name or job_name(Path(args.capture).stem)
     prof = profile_capture(args.capture, bin_ms=args.bin_ms, host=args.host,
-                           min_period_ms=args.min_period_ms, max_period_ms=args.max_period_ms)
-    name = args.name or Path(args.capture).stem
+                           min_period_ms=args.min_period_ms, max_period_ms=args.max_period_ms,
+                           force=args.force)
     entry = prof.to_job_dict(name, args.gpus)
     prof.job(name, args.gpus)  # refuse a profile the other commands would refuse
     if args.output:

@@ -107,10 +107,11 @@ class Evaluation:
 
 def evaluate_link(jobs: Sequence[JobProfile], capacity_gbps: float, config: FluidConfig, *,
                   precision_deg: float, seed: int = 0,
-                  engine: Engine | None = None) -> Evaluation:
+                  engine: Engine | None = None, force: bool = False) -> Evaluation:
     """Every job on one link: without shifts (the agents off) against CASSINI's shifts, run
     by `engine` (None: the fluid model)."""
-    solution = best_shifts(jobs, capacity_gbps, precision_deg=precision_deg, seed=seed)
+    solution = best_shifts(jobs, capacity_gbps, precision_deg=precision_deg, seed=seed,
+                           force=force)
     traffic, cap = single_link(jobs, capacity_gbps)
     base_cfg = replace(config, realign_pct=None)
 

@@ -9,10 +9,18 @@ The compatibility score of shifts s_j on a link of capacity C is
     score = 1 - mean over the circle of max(0, sum_j d_j(t - s_j) - C) / C
 
 (1: demand never exceeds capacity; below 0: the jobs are badly incompatible).
-`best_shifts` fixes the first job at 0 and searches the others: exhaustively while the grid
-is small, otherwise by coordinate descent from a greedy start and seeded random restarts.
+`best_shifts` fixes the job of the longest iteration at 0 (only relative shifts matter, and
+this leaves the fewest shifts to search whatever the order of the file) and searches the
+others: exhaustively while the grid is small, otherwise by coordinate descent from a greedy
+start and seeded random restarts; the shifts are then given with the file's first job at 0.
 Among equally good shifts it takes the one deepest inside its plateau, furthest from a worse
 shift, so a drifting job keeps its score longest.
+
+The search is bounded before it starts (`search_cost`): every evaluation of one job's shifts
+costs (its shift steps x the circle's samples) cells, so the cost is known from the circle
+alone. Descent rounds share a budget (`ROUNDS_PER_START` per start, unless forced), which
+makes that estimate an upper bound; a search past `SEARCH_LIMIT_S` or the memory available is
+refused with its estimate, and `force` runs it anyway.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import numpy.typing as npt
 
 from innet.cassini.profiles import JobProfile
 from innet.errors import InputError
+from innet.limits import check_memory, check_time
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -38,6 +47,10 @@ MAX_SAMPLES = 1 << 20
 EXHAUSTIVE_CELLS = 16_000_000
 _CHUNK_CELLS = 1 << 21
 _NOISE = 1e-12  # bin averages add up with rounding: float noise above capacity is no excess
+SEARCH_LIMIT_S = 20.0  # a shift search longer than this is refused unless forced
+NS_PER_CELL = 4.0  # _line_excess, measured here: 3.4 ns per cell at 2^20 samples, 1.8 at 4320
+ROUNDS_PER_START = 6  # descent rounds per start, shared by all starts (seen: 1 or 2 each)
+MAX_ROUNDS = 50  # rounds of one start when forced
 
 
 @dataclass(frozen=True)
@@ -122,13 +135,19 @@ def demand_curve(job: JobProfile, circle: Circle, period_ms: float,
     starts = np.array([p.start_ms * scale for p in job.phases])
     durations = np.array([p.duration_ms * scale for p in job.phases])
     rates = np.array([p.gbps for p in job.phases])
-    per_period = float((rates * durations).sum())
+    volumes = rates * durations
+    per_period = float(volumes.sum())
+    # The volume sent since the period began is piecewise linear: flat in the gaps, rising
+    # at each phase's rate. The phases are sorted and do not overlap (profiles.py), so it is
+    # np.interp over their ends: time and memory linear in samples + phases (a matrix of
+    # samples x phases took gigabytes for a demand curve of many steps).
+    before = np.concatenate([[0.0], np.cumsum(volumes)[:-1]])
+    xs = np.maximum.accumulate(np.column_stack([starts, starts + durations]).ravel())
+    ys = np.column_stack([before, before + volumes]).ravel()
     edges = np.arange(circle.samples + 1, dtype=np.float64) * circle.step_ms
     whole = np.floor(edges / period_ms)
     within = edges - whole * period_ms
-    partial = (np.clip(within[:, None] - starts[None, :], 0.0, durations[None, :])
-               * rates[None, :]).sum(axis=1)
-    cumulative = whole * per_period + partial
+    cumulative = whole * per_period + np.interp(within, xs, ys)
     curve: FloatArray = np.diff(cumulative) / circle.step_ms * weight
     return curve
 
@@ -190,8 +209,73 @@ class LinkSolution:
         return dict(zip(self.jobs, self.shifts_ms, strict=True))
 
 
+@dataclass(frozen=True)
+class SearchCost:
+    """What `best_shifts` will do on one link, known before any curve is built."""
+
+    samples: int
+    steps: tuple[int, ...]  # shift steps searched per job (the reference job's is 1)
+    method: str  # "single", "trivial", "exhaustive", "descent"
+    cells: float  # additions of the search, an upper bound
+    nbytes: float  # peak memory, about
+
+    @property
+    def seconds(self) -> float:
+        return self.cells * NS_PER_CELL * 1e-9
+
+    def describe(self) -> str:
+        searched = [s for s in self.steps if s > 1]
+        return (f"a circle of {self.samples} samples x {sum(searched)} shift steps "
+                f"({self.method})")
+
+
+def search_cost(jobs: Sequence[JobProfile], capacity_gbps: float, *,
+                weights: Sequence[float] | None = None,
+                precision_deg: float = DEFAULT_PRECISION_DEG,
+                resolution_ms: float = DEFAULT_RESOLUTION_MS,
+                cap_factor: float = DEFAULT_CAP_FACTOR,
+                exhaustive_cells: int = EXHAUSTIVE_CELLS, restarts: int = 4,
+                force: bool = False) -> SearchCost:
+    """Upper bounds of the cells (float additions) and memory of `best_shifts` on these jobs,
+    from the circle's samples and each job's shift steps; the same for any order of `jobs`."""
+    circle = unified_circle([j.iteration_ms for j in jobs], precision_deg=precision_deg,
+                            resolution_ms=resolution_ms, cap_factor=cap_factor)
+    n = circle.samples
+    counts = sorted((circle.shift_steps(p) for p in circle.periods_ms), reverse=True)
+    free = counts[1:]  # the reference job (the longest iteration) is not searched
+    w = list(weights) if weights is not None else [1.0] * len(jobs)
+    build = float(n) * 12 * len(jobs) + sum(len(j.phases) for j in jobs) * 4.0
+    peak = sum(max(p.gbps for p in j.phases) * wt for j, wt in zip(jobs, w, strict=True))
+    line = float(sum(free)) * n  # every job's shifts evaluated once against the rest
+    if len(jobs) == 1 or peak <= capacity_gbps * (1 + 1e-12):
+        method, cells = ("single" if len(jobs) == 1 else "trivial"), 0.0
+    elif math.prod(free) * n <= exhaustive_cells:
+        heads = math.prod(free[:-1])
+        method, cells = "exhaustive", float(math.prod(free)) * n + heads * len(jobs) * n
+    else:
+        starts = 2 + restarts
+        rounds = starts * (MAX_ROUNDS if force else ROUNDS_PER_START)
+        method, cells = "descent", (2 + rounds) * line + rounds * len(jobs) * n
+    nbytes = 8.0 * n * (len(jobs) + 12) + 16.0 * _CHUNK_CELLS
+    if method == "exhaustive":
+        nbytes += 8.0 * math.prod(free) * 3  # the table and two erosion copies
+    return SearchCost(n, (1, *free), method, build + cells, nbytes)
+
+
+def check_search(cost: SearchCost, what: str, *, force: bool = False,
+                 flag: str = "--force", limit_s: float = SEARCH_LIMIT_S) -> None:
+    """Refuse a search whose estimate is past `limit_s` or the memory available here."""
+    hint = f"a coarser --precision-deg, or {flag}," if flag else "a coarser --precision-deg"
+    check_time(f"the shift search of {what} on {cost.describe()}", cost.seconds, limit_s,
+               force=force, flag=hint)
+    check_memory(f"the shift search of {what} on {cost.describe()}", cost.nbytes,
+                 force=force, flag=flag or None)
+
+
 class _Link:
     """The sampled curves of one link's jobs, prepared once for many score evaluations."""
+
+    rounds_left: int = ROUNDS_PER_START
 
     def __init__(self, jobs: Sequence[JobProfile], capacity: float,
                  weights: Sequence[float] | None, precision_deg: float, resolution_ms: float,
@@ -224,12 +308,14 @@ class _Link:
         pick = _most_robust(table <= best + 1e-9 * self.capacity)
         return (0, *pick)
 
-    def descent(self, restarts: int, seed: int) -> tuple[int, ...]:
+    def descent(self, restarts: int, seed: int, *, force: bool = False) -> tuple[int, ...]:
         starts = [self._greedy(), [0] * len(self.curves)]
         rng = np.random.default_rng(seed)
         for _ in range(restarts):
             starts.append([0] + [int(rng.integers(m)) for m in self.counts[1:]])
         best: tuple[float, list[int]] | None = None
+        # the rounds of all starts share one budget, so `search_cost` is an upper bound
+        self.rounds_left = len(starts) * (MAX_ROUNDS if force else ROUNDS_PER_START)
         for start in starts:
             shifts = self._descend(list(start))
             excess = _excess(self.total(shifts), self.capacity)
@@ -248,9 +334,12 @@ class _Link:
             base += np.roll(curve, s)
         return shifts
 
-    def _descend(self, shifts: list[int], max_rounds: int = 50) -> list[int]:
+    def _descend(self, shifts: list[int], max_rounds: int = MAX_ROUNDS) -> list[int]:
         total = self.total(shifts)
         for _ in range(max_rounds):
+            if self.rounds_left <= 0:
+                break
+            self.rounds_left -= 1
             improved = False
             for j in range(1, len(self.curves)):
                 rest = total - np.roll(self.curves[j], shifts[j])
@@ -283,15 +372,55 @@ def best_shifts(jobs: Sequence[JobProfile], capacity_gbps: float, *,
                 resolution_ms: float = DEFAULT_RESOLUTION_MS,
                 cap_factor: float = DEFAULT_CAP_FACTOR,
                 exhaustive_cells: int = EXHAUSTIVE_CELLS,
-                restarts: int = 4, seed: int = 0) -> LinkSolution:
+                restarts: int = 4, seed: int = 0, force: bool = False,
+                flag: str = "--force") -> LinkSolution:
     """The shifts that best interleave `jobs` on one link of `capacity_gbps`.
 
     `weights` multiply a job's demand (a job whose ring crosses the link twice weighs 2).
     Exhaustive when (grid points x circle samples) <= exhaustive_cells, else coordinate
-    descent with `restarts` seeded random starts.
+    descent with `restarts` seeded random starts. Refused up front (InputError with the
+    estimate) when the search would take more than SEARCH_LIMIT_S or the memory available,
+    unless `force` (`flag` is the option that sets it, "" when the command has none).
     """
     if not jobs:
         raise InputError("no jobs on the link")
+    check_capacity(capacity_gbps)
+    cost = search_cost(jobs, capacity_gbps, weights=weights, precision_deg=precision_deg,
+                       resolution_ms=resolution_ms, cap_factor=cap_factor,
+                       exhaustive_cells=exhaustive_cells, restarts=restarts, force=force)
+    names = [j.name for j in jobs]
+    what = (f"jobs {', '.join(names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3
+                                               else ""))
+    check_search(cost, what, force=force, flag=flag)
+    # search with the longest iteration (the most shift steps) fixed at 0: the fewest shifts
+    # to try, whatever the order of the file; then report them with the first job at 0
+    w = list(weights) if weights is not None else [1.0] * len(jobs)
+    ref = max(range(len(jobs)), key=lambda i: (jobs[i].iteration_ms, -i))
+    order = [ref, *(i for i in range(len(jobs)) if i != ref)]
+    shifts, unshifted, method = _search([jobs[i] for i in order], capacity_gbps,
+                                           [w[i] for i in order], precision_deg,
+                                           resolution_ms, cap_factor, exhaustive_cells,
+                                           restarts, seed, force)
+    steps = [0] * len(jobs)
+    for k, i in enumerate(order):
+        steps[i] = shifts[k]
+    final = _Link(jobs, capacity_gbps, weights, precision_deg, resolution_ms, cap_factor)
+    n = final.circle.samples
+    steps = [(s - steps[0]) % n for s in steps]
+    for i, period in enumerate(final.circle.periods_ms):
+        reps = max(1, round(final.circle.period_ms / period))
+        if n % reps == 0:  # the job's curve repeats every n / reps steps exactly
+            steps[i] %= n // reps
+    step = final.circle.step_ms
+    return LinkSolution(tuple(names), final.capacity, final.circle, final.score(steps),
+                        unshifted, tuple(s * step for s in steps), method)
+
+
+def _search(jobs: Sequence[JobProfile], capacity_gbps: float, weights: Sequence[float],
+            precision_deg: float, resolution_ms: float, cap_factor: float,
+            exhaustive_cells: int, restarts: int, seed: int,
+            force: bool) -> tuple[tuple[int, ...], float, str]:
+    """The search itself, the first job fixed at 0: (shifts, score unshifted, method)."""
     link = _Link(jobs, capacity_gbps, weights, precision_deg, resolution_ms, cap_factor)
     zero = [0] * len(jobs)
     unshifted = link.score(zero)
@@ -302,10 +431,8 @@ def best_shifts(jobs: Sequence[JobProfile], capacity_gbps: float, *,
     elif math.prod(link.counts[1:]) * link.circle.samples <= exhaustive_cells:
         shifts, method = link.exhaustive(), "exhaustive"
     else:
-        shifts, method = link.descent(restarts, seed), "descent"
-    step = link.circle.step_ms
-    return LinkSolution(tuple(j.name for j in jobs), link.capacity, link.circle,
-                        link.score(shifts), unshifted, tuple(s * step for s in shifts), method)
+        shifts, method = link.descent(restarts, seed, force=force), "descent"
+    return shifts, unshifted, method
 
 
 def score_at(jobs: Sequence[JobProfile], shifts_ms: Mapping[str, float] | Sequence[float],

@@ -10,6 +10,13 @@ series by epoch folding to a fraction of a bin (`find_period`). The confidence i
 of the capture's variance the folded profile explains. The profile is the demand folded
 onto that period and averaged over all iterations in the capture: a jobs-file entry with a
 `demand_gbps` curve.
+
+The search is bounded before it starts (`search_cost`): one autocorrelation per smoothing
+width and one fold of the whole series per candidate period, both linear in the series'
+length, are counted from the number of bins alone; past `SEARCH_LIMIT_S` or the memory
+available it is refused with the estimate (a larger --bin-ms shortens the series; --force
+runs it anyway). A period that explains less than `MIN_CONFIDENCE` of the variance is no
+profile: it is refused rather than written with a confidence nobody reads.
 """
 
 from __future__ import annotations
@@ -23,8 +30,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from innet.cassini.profiles import JobProfile, jobs_from_data
-from innet.errors import InputError
+from innet.cassini.profiles import JOB_NAME, JobProfile, jobs_from_data
+from innet.errors import InputError, quote
+from innet.limits import check_memory, check_time, duration
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -32,6 +40,65 @@ MIN_CONFIDENCE = 0.3
 # 8M bins (2.3 hours at 1 ms): the autocorrelation's FFT then takes about 0.5 GB
 MAX_BINS = 1 << 23
 _IP_OFFSET = {1: 14, 101: 0, 228: 0, 113: 16, 276: 20}  # Ethernet, raw IP, IPv4, SLL, SLL2
+SEARCH_LIMIT_S = 20.0
+# measured here per bin of the series: one autocorrelation (FFT of twice its length), one
+# smoothing (cumulative sums), one candidate period's fold (`explained`)
+NS_ACF, NS_SMOOTH, NS_FOLD = 170.0, 20.0, 70.0
+COARSE_CANDIDATES = 2001  # half-bin steps within 10% of the coarse lag, at most
+FINE_CANDIDATES = 201  # steps of a fraction of a bin around the best coarse one, at most
+
+
+def _widths(hi: int) -> list[int]:
+    """The smoothing widths of the coarse search: 1, 3, 9, ... while 8 W fits the lags."""
+    widths, w = [], 1
+    while 8 * w <= hi:
+        widths.append(w)
+        w *= 3
+    return widths or [1]
+
+
+def _lag_range(n: int, bin_ms: float, min_ms: float | None,
+               max_ms: float | None) -> tuple[int, int]:
+    lo = max(2, math.ceil((min_ms or 2 * bin_ms) / bin_ms))
+    hi = min(n // 2, math.floor(max_ms / bin_ms) if max_ms else n // 2)
+    return lo, hi
+
+
+def search_cost(n: int, bin_ms: float, min_ms: float | None = None,
+                max_ms: float | None = None) -> tuple[float, float]:
+    """(seconds, bytes) that `find_period` may take on a series of `n` bins, at most: every
+    smoothing width's autocorrelation, and the folds of the longest lag's candidates."""
+    hi = _lag_range(n, bin_ms, min_ms, max_ms)[1]
+    widths = len(_widths(hi))
+    coarse = min(COARSE_CANDIDATES, int(0.4 * max(hi, 1)) + 2)
+    seconds = n * 1e-9 * (widths * (NS_ACF + NS_SMOOTH) + (coarse + FINE_CANDIDATES) * NS_FOLD)
+    fft = 1 << max(1, 2 * n - 1).bit_length()
+    return seconds, 64.0 * fft + 48.0 * n
+
+
+def check_search(n: int, bin_ms: float, min_ms: float | None = None,
+                 max_ms: float | None = None, *, force: bool = False) -> None:
+    """Refuse a period search past SEARCH_LIMIT_S or the memory available, with the estimate
+    and what shortens it."""
+    seconds, nbytes = search_cost(n, bin_ms, min_ms, max_ms)
+    what = (f"the period search over {n} bins of {bin_ms:g} ms "
+            f"({duration(n * bin_ms / 1e3)} of capture)")
+    check_time(what, seconds, SEARCH_LIMIT_S, force=force,
+               flag="a larger --bin-ms (or --max-period-ms), or --force,")
+    check_memory(what, nbytes, force=force)
+
+
+def job_name(text: str) -> str:
+    """A valid job name made from `text` (a capture's file name): every run of characters a
+    name may not hold becomes '-', and what cannot start a name is dropped from the front;
+    an InputError saying to use --name when nothing is left."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9_.+-]+", "-", text)
+    name = re.sub(r"^[^A-Za-z0-9]+", "", name)[:100]
+    if not name or not JOB_NAME.fullmatch(name):
+        raise InputError(f"cannot make a job name from {quote(text)}: give one with --name")
+    return name
 
 
 @dataclass(frozen=True)
@@ -117,10 +184,18 @@ def autocorrelation(series: FloatArray) -> FloatArray:
 
 
 def _smooth(series: FloatArray, width: int) -> FloatArray:
-    if width <= 1:
+    """The moving average np.convolve(series, ones(width) / width, "same") gives, from
+    cumulative sums: linear in the series whatever the width (the convolution was
+    series x width: 3^12 wide over 8 million bins ran for minutes)."""
+    n = len(series)
+    if width <= 1 or n == 0:
         return series
-    kernel = np.ones(width) / width
-    out: FloatArray = np.convolve(series, kernel, mode="same")
+    width = min(width, n)
+    c = np.concatenate([[0.0], np.cumsum(series)])
+    i = np.arange(n)
+    hi = np.minimum(n, i + (width - 1) // 2 + 1)
+    lo = np.maximum(0, i + (width - 1) // 2 - width + 1)
+    out: FloatArray = (c[hi] - c[lo]) / width
     return out
 
 
@@ -182,27 +257,23 @@ def find_period(series: FloatArray, bin_ms: float, min_ms: float | None = None,
     bin. The confidence is that share of explained variance.
     """
     n = len(series)
-    lo = max(2, math.ceil((min_ms or 2 * bin_ms) / bin_ms))
-    hi = min(n // 2, math.floor(max_ms / bin_ms) if max_ms else n // 2)
+    lo, hi = _lag_range(n, bin_ms, min_ms, max_ms)
     if hi <= lo:
         raise InputError(f"the capture ({n * bin_ms:g} ms) is too short to find a period: it "
                          "needs at least two iterations")
     lag: int | None = None
-    width = 1
     first: tuple[int, int] | None = None
     error: InputError | None = None
-    while 8 * width <= hi:
+    for width in (_widths(hi) if hi >= 8 else []):
         try:
             found = _coarse_lag(autocorrelation(_smooth(series, width)), n, lo, hi)
         except InputError as exc:
             error = error or exc
-            width *= 3
             continue
         if first is None:
             first = (found, width)
         if found >= 8 * width:  # long against the smoothing: keep the smoothest such
             lag = found
-        width *= 3
     if lag is None:
         if first is None:
             if error is not None:
@@ -212,12 +283,14 @@ def find_period(series: FloatArray, bin_ms: float, min_ms: float | None = None,
     # refine by folding within 10% of the coarse lag: steps of half a bin (at most 2000 of
     # them), then steps of bin / iterations around the best
     reach = max(2.0, 0.1 * lag)
-    coarse_step = max(0.5, 2 * reach / 2000)
+    coarse_step = max(0.5, 2 * reach / (COARSE_CANDIDATES - 1))
     candidates = np.arange(max(lo, lag - reach), min(hi, lag + reach) + coarse_step / 2,
                            coarse_step)
     scores = [explained(series, bin_ms, c * bin_ms) for c in candidates]
     best = float(candidates[int(np.argmax(scores))])
-    step = 1.0 / max(2, n // max(1, round(best)))
+    # a fraction of a bin per iteration the capture holds, in at most FINE_CANDIDATES steps
+    step = max(1.0 / max(2, n // max(1, round(best))),
+               2 * coarse_step / (FINE_CANDIDATES - 1))
     fine = np.arange(max(lo, best - coarse_step), min(hi, best + coarse_step) + step / 2,
                      step)
     scores = [explained(series, bin_ms, c * bin_ms) for c in fine]
@@ -240,10 +313,18 @@ def fold(series: FloatArray, bin_ms: float, period_ms: float) -> tuple[FloatArra
 
 def profile_capture(path: str | Path, *, bin_ms: float = 1.0, host: str | None = None,
                     min_period_ms: float | None = None,
-                    max_period_ms: float | None = None) -> CaptureProfile:
-    bins, packets, total, duration = bin_capture(path, bin_ms, host)
+                    max_period_ms: float | None = None, force: bool = False) -> CaptureProfile:
+    bins, packets, total, span = bin_capture(path, bin_ms, host)
+    check_search(len(bins), bin_ms, min_period_ms, max_period_ms, force=force)
     gbps = bins * 8 / (bin_ms * 1e-3) / 1e9
     period, confidence = find_period(gbps, bin_ms, min_period_ms, max_period_ms)
+    if confidence < MIN_CONFIDENCE:
+        # a steady stream (one packet per ms) has only the jitter of its bins to fold: the
+        # "period" found explains little of it, and a job made of it would be fiction
+        raise InputError(f"no clear iteration time: the best period, {period:.4g} ms, explains "
+                         f"only {100 * confidence:.0f}% of the demand's variance (at least "
+                         f"{100 * MIN_CONFIDENCE:.0f}% is needed); a steady stream or several "
+                         "jobs at once? (--host keeps one host's packets)", source=str(path))
     folded, whole = fold(gbps, bin_ms, period)
-    return CaptureProfile(str(path), packets, total, duration, bin_ms, period, whole,
+    return CaptureProfile(str(path), packets, total, span, bin_ms, period, whole,
                           confidence, tuple(float(v) for v in folded))

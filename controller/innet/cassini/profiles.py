@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -27,11 +26,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from innet.errors import InputError, parse_json, read_text
+from innet.errors import InputError, finite_number, parse_json, quote, read_text
 
 DEFAULT_GPUS = 2
 DEFAULT_WORK_MS = 3_600_000.0
-_NAME = re.compile(r"^[A-Za-z0-9][\w.+-]*$")
+# matched whole and in ASCII: `$` lets a trailing newline through, `\w` takes any script
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+JOB_NAME_RULE = "a letter or digit then letters, digits, '.', '_', '+' or '-' (ASCII)"
 _JOB_FIELDS = {"name", "model", "iteration_ms", "phases", "demand_gbps", "gpus", "hosts",
                "waited_ms", "work_ms", "comment"}
 _PROFILE_FIELDS = {"iteration_ms", "phases", "demand_gbps"}
@@ -128,13 +129,12 @@ class JobProfile:
 def _number(value: Any, where: str, source: str | None, *, minimum: float = 0.0,
             strict: bool = True, maximum: float = MAX_MS) -> float:
     bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-    if (not isinstance(value, int | float) or isinstance(value, bool)
-            or not math.isfinite(value)):
-        raise InputError(f"{where} must be a number {bound}, got {value!r}", source=source)
+    if not finite_number(value):
+        raise InputError(f"{where} must be a number {bound}, got {quote(value)}", source=source)
     if not (value > minimum if strict else value >= minimum):
-        raise InputError(f"{where} must be {bound}, got {value!r}", source=source)
+        raise InputError(f"{where} must be {bound}, got {quote(value)}", source=source)
     if value > maximum:
-        raise InputError(f"{where} must be at most {maximum:g}, got {value!r}", source=source)
+        raise InputError(f"{where} must be at most {maximum:g}, got {quote(value)}", source=source)
     return float(value)
 
 
@@ -146,7 +146,8 @@ def _phases(raw: Any, iteration_ms: float, where: str, source: str | None) -> tu
     for i, item in enumerate(raw):
         at = f"{where}phases[{i}]"
         if not isinstance(item, dict):
-            raise InputError(f'{at} must be {{"start_ms", "duration_ms", "gbps"}}, got {item!r}',
+            raise InputError(f'{at} must be {{"start_ms", "duration_ms", "gbps"}}, got '
+                             f'{quote(item)}',
                              source=source)
         extra = set(item) - {"start_ms", "duration_ms", "gbps"}
         if extra:
@@ -203,7 +204,7 @@ def _profile_from_dict(raw: Mapping[str, Any], where: str,
                         maximum=MAX_ITERATION_MS)
     if iteration < MIN_ITERATION_MS:
         raise InputError(f"{where}iteration_ms must be at least {MIN_ITERATION_MS:g}, got "
-                         f"{raw['iteration_ms']!r}", source=source)
+                         f"{quote(raw['iteration_ms'])}", source=source)
     has_phases, has_curve = "phases" in raw, "demand_gbps" in raw
     if has_phases == has_curve:
         raise InputError(f"{where}give exactly one of phases and demand_gbps", source=source)
@@ -215,13 +216,13 @@ def _profile_from_dict(raw: Mapping[str, Any], where: str,
 def job_from_dict(raw: Any, index: int, *, source: str | None = None) -> JobProfile:
     """One entry of a jobs file; errors read `job 'a': phases[0].gbps must be > 0`."""
     if not isinstance(raw, dict):
-        raise InputError(f"jobs[{index}] must be an object with a name, got {raw!r}",
+        raise InputError(f"jobs[{index}] must be an object with a name, got {quote(raw)}",
                          source=source)
     name = raw.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InputError(f"jobs[{index}].name must be a letter or digit then letters, digits, "
-                         f"'.', '_', '+' or '-', got {name!r}", source=source)
-    where = f"job {name!r}: "
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        raise InputError(f"jobs[{index}].name must be {JOB_NAME_RULE}, got {quote(name)}",
+                         source=source)
+    where = f"job {quote(name)}: "
     extra = set(raw) - _JOB_FIELDS
     if extra:
         raise InputError(f"{where}unknown field(s) {', '.join(sorted(extra))}", source=source)
@@ -229,7 +230,7 @@ def job_from_dict(raw: Any, index: int, *, source: str | None = None) -> JobProf
     default_gpus = DEFAULT_GPUS
     if model is not None:
         if not isinstance(model, str):
-            raise InputError(f"{where}model must be a zoo model name, got {model!r}",
+            raise InputError(f"{where}model must be a zoo model name, got {quote(model)}",
                              source=source)
         clash = _PROFILE_FIELDS & set(raw)
         if clash:
@@ -242,13 +243,14 @@ def job_from_dict(raw: Any, index: int, *, source: str | None = None) -> JobProf
         iteration, phases = _profile_from_dict(raw, where, source)
     gpus = raw.get("gpus", default_gpus)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or not 1 <= gpus <= MAX_GPUS:
-        raise InputError(f"{where}gpus must be an integer >= 1 (at most {MAX_GPUS}), got {gpus!r}",
+        raise InputError(f"{where}gpus must be an integer >= 1 (at most {MAX_GPUS}), got "
+                         f"{quote(gpus)}",
                          source=source)
     hosts: tuple[str, ...] | None = None
     if "hosts" in raw:
         h = raw["hosts"]
         if not isinstance(h, list) or not all(isinstance(x, str) for x in h):
-            raise InputError(f"{where}hosts must be a list of host names, got {h!r}",
+            raise InputError(f"{where}hosts must be a list of host names, got {quote(h)}",
                              source=source)
         if len(h) != gpus:
             raise InputError(f"{where}hosts lists {len(h)} host(s) for {gpus} GPU(s): give one "
@@ -275,8 +277,8 @@ def jobs_from_data(data: Any, *, source: str | None = None) -> tuple[JobProfile,
     for i, item in enumerate(raw):
         job = job_from_dict(item, i, source=source)
         if job.name in seen:
-            raise InputError(f"job {job.name!r}: name is used twice (jobs[{seen[job.name]}] and "
-                             f"jobs[{i}])", source=source)
+            raise InputError(f"job {quote(job.name)}: name is used twice "
+                             f"(jobs[{seen[job.name]}] and jobs[{i}])", source=source)
         seen[job.name] = i
         jobs.append(job)
     return tuple(jobs)
@@ -326,7 +328,7 @@ def load_zoo() -> dict[str, ZooModel]:
     source = "model_zoo.json"
     out: dict[str, ZooModel] = {}
     for name, raw in _zoo_data()["models"].items():
-        where = f"model {name!r}: "
+        where = f"model {quote(name)}: "
         iteration, phases = _profile_from_dict(raw, where, source)
         out[name] = ZooModel(name, iteration, phases, int(raw.get("gpus", DEFAULT_GPUS)),
                              str(raw.get("parallelism", "data")))
@@ -347,7 +349,7 @@ def zoo_model(name: str, *, where: str = "", source: str | None = None) -> ZooMo
     for model in zoo.values():
         if key(model.model) == key(name):
             return model
-    raise InputError(f"{where}model {name!r} is not in the zoo (known: {', '.join(zoo)})",
+    raise InputError(f"{where}model {quote(name)} is not in the zoo (known: {', '.join(zoo)})",
                      source=source)
 
 
@@ -370,5 +372,5 @@ def check_names(jobs: Sequence[JobProfile]) -> None:
     seen: set[str] = set()
     for job in jobs:
         if job.name in seen:
-            raise InputError(f"job {job.name!r}: name is used twice")
+            raise InputError(f"job {quote(job.name)}: name is used twice")
         seen.add(job.name)

@@ -366,7 +366,8 @@ class _Planner:
         if key not in self.memo:
             self.memo[key] = best_shifts([self.jobs[j] for j, _ in members], capacity,
                                          weights=[float(m) for _, m in members],
-                                         precision_deg=self.precision, seed=self.seed)
+                                         precision_deg=self.precision, seed=self.seed,
+                                         flag="")
         return self.memo[key]
 
     def score_at(self, members: tuple[tuple[str, int], ...], solution: LinkSolution,

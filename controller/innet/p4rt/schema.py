@@ -20,7 +20,7 @@ from typing import Any
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
-from innet.errors import InputError
+from innet.errors import InputError, read_bytes, text_limit
 from innet.p4rt.entities import Describe, describe_entry
 from innet.p4rt.managed import Managed
 
@@ -212,14 +212,10 @@ def load_pipeline(p4info_path: str, device_config_path: str) -> Pipeline:
     """Read (once per pair of paths) a compiled program: its P4Info text and BMv2 JSON."""
     info_p = Path(p4info_path)
     json_p = Path(device_config_path)
-    try:
-        info_text = info_p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read P4Info: {exc.strerror}", source=str(info_p)) from None
-    try:
-        device_config = json_p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read BMv2 JSON: {exc.strerror}", source=str(json_p)) from None
+    # both are parsed (protobuf text, JSON): as every input, bounded by what a parse can take
+    limit = text_limit()
+    info_text = read_bytes(info_p, limit, what="P4Info file")
+    device_config = read_bytes(json_p, limit, what="BMv2 JSON file")
     try:
         text = info_text.decode()
     except UnicodeDecodeError:

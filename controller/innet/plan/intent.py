@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS, VECTOR_LEN, result_group_ip
-from innet.errors import InputError, read_json
+from innet.errors import InputError, quote, read_json
 from innet.names import natural_key
 from innet.p4rt.entities import Entry, Match, MulticastGroup, Replica
 from innet.p4rt.schema import ip_to_int, mac_to_int
@@ -51,7 +51,7 @@ from innet.plan.program import (
 from innet.routing import next_hops
 from innet.soar.baselines import run_strategy
 from innet.soar.model import Plan, Tree, check_k, make_plan, messages
-from innet.topology import Topology
+from innet.topology import Topology, check_host
 
 DEFAULT_ECN_THRESHOLD = 20  # packets of enq_qdepth; what the measurements here used
 
@@ -89,24 +89,22 @@ def workload_from_dict(data: Any, topology: Topology, *, source: str | None = No
         raise InputError(f"unknown field(s): {', '.join(sorted(unknown))}", source=source)
     job = data.get("job")
     if isinstance(job, bool) or not isinstance(job, int) or not 0 <= job < 1 << 16:
-        raise InputError(f"job must be an integer in 0..65535, got {job!r}", source=source)
+        raise InputError(f"job must be an integer in 0..65535, got {quote(job)}", source=source)
     destination = data.get("destination", topology.destination)
     if destination is None:
         raise InputError("no destination: give one here or as aggregation.destination in "
                          "the topology", source=source)
-    if destination not in topology.hosts:
-        raise InputError(f"destination: unknown host {destination!r}", source=source)
+    destination = check_host(destination, topology.hosts, "destination", source)
     workers = data.get("workers")
     if not isinstance(workers, list) or not workers:
         raise InputError("workers must be a non-empty list of hosts", source=source)
     seen: set[str] = set()
     for w in workers:
-        if not isinstance(w, str) or w not in topology.hosts:
-            raise InputError(f"workers: unknown host {w!r}", source=source)
+        check_host(w, topology.hosts, "workers", source)
         if w == destination:
-            raise InputError(f"workers: {w!r} is the destination", source=source)
+            raise InputError(f"workers: {quote(w)} is the destination", source=source)
         if w in seen:
-            raise InputError(f"workers: {w!r} is listed twice", source=source)
+            raise InputError(f"workers: {quote(w)} is listed twice", source=source)
         seen.add(w)
     if len(workers) > MAX_WORKERS:
         raise InputError(f"workers: at most {MAX_WORKERS} per job (the contributor bitmap has "
@@ -114,11 +112,11 @@ def workload_from_dict(data: Any, topology: Topology, *, source: str | None = No
     vlen = data.get("vector_len", VECTOR_LEN)
     if isinstance(vlen, bool) or not isinstance(vlen, int) or not 1 <= vlen <= VECTOR_LEN:
         raise InputError(f"vector_len must be an integer in 1..{VECTOR_LEN} (packets carry "
-                         f"{VECTOR_LEN} values), got {vlen!r}", source=source)
+                         f"{VECTOR_LEN} values), got {quote(vlen)}", source=source)
     slots = data.get("slots", DEFAULT_JOB_SLOTS)
     if isinstance(slots, bool) or not isinstance(slots, int) or not 2 <= slots <= SLOTS:
         raise InputError(f"slots must be an integer in 2..{SLOTS} (a switch's pool), got "
-                         f"{slots!r}", source=source)
+                         f"{quote(slots)}", source=source)
     return Workload(job, destination, tuple(workers), vlen, source, slots)
 
 

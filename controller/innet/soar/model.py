@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from innet.errors import InputError, read_json
+from innet.errors import InputError, elide_join, finite_number, quote, read_json
 from innet.names import natural_key
 
 FloatArray = npt.NDArray[np.float64]
@@ -133,7 +133,7 @@ class Tree:
             reached = set(order)
             stuck = next(i for i in range(n) if i not in reached)
             raise InputError(
-                f"node {ids[stuck]!r}: cycle in its parent chain "
+                f"node {quote(ids[stuck])}: cycle in its parent chain "
                 f"({_cycle_text(stuck, parent, ids)})",
                 source=source,
             )
@@ -152,10 +152,10 @@ class Tree:
         else:
             for name in available:
                 if not isinstance(name, str) or name not in index:
-                    raise InputError(f"available: unknown node {name!r}", source=source)
+                    raise InputError(f"available: unknown node {quote(name)}", source=source)
                 if index[name] == 0:
                     raise InputError(
-                        f"available: {name!r} is the root (the destination), which receives "
+                        f"available: {quote(name)} is the root (the destination), which receives "
                         "the result and cannot aggregate on its way",
                         source=source,
                     )
@@ -182,12 +182,14 @@ _RATE_RULE = f"a number in [{MIN_RATE:g}, {MAX_RATE:g}]"
 
 def _check_rate(name: str, rate: Any, source: str | None, *, is_root: bool) -> None:
     ok = (isinstance(rate, int | float | np.floating | np.integer) and not isinstance(rate, bool)
-          and math.isfinite(rate))
+          and finite_number(float(rate) if isinstance(rate, np.floating | np.integer)
+                            else rate))
     if ok and not is_root:
         ok = MIN_RATE <= rate <= MAX_RATE
     if not ok:
         rule = "a finite number" if is_root else _RATE_RULE
-        raise InputError(f"node {name!r}: rate must be {rule}, got {rate!r}", source=source)
+        raise InputError(f"node {quote(name)}: rate must be {rule}, got {quote(rate)}",
+                         source=source)
 
 
 def _check_load(name: str, load: Any, source: str | None) -> int:
@@ -196,7 +198,7 @@ def _check_load(name: str, load: Any, source: str | None) -> int:
     if ok and isinstance(load, float):
         ok = math.isfinite(load) and load.is_integer()
     if not ok or not 0 <= load <= MAX_TOTAL_LOAD:
-        raise InputError(f"node {name!r}: load must be {_LOAD_RULE}, got {load!r}",
+        raise InputError(f"node {quote(name)}: load must be {_LOAD_RULE}, got {quote(load)}",
                          source=source)
     return int(load)
 
@@ -210,9 +212,9 @@ def _cycle_text(start: int, parent: Sequence[int], ids: Sequence[str]) -> str:
         seen_set.add(v)
         v = parent[v]
     if v == -1:  # start hangs below a cycle; show the cycle itself
-        return " -> ".join(ids[i] for i in seen)
+        return elide_join(ids[i] for i in seen)
     loop = [*seen[seen.index(v):], v]
-    return " -> ".join(ids[i] for i in loop)
+    return elide_join(ids[i] for i in loop)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,14 +227,14 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
         raise InputError("an instance must be a JSON object with 'root' and 'nodes'", source=source)
     for key in ("root", "nodes"):
         if key not in data:
-            raise InputError(f"missing field {key!r}", source=source)
+            raise InputError(f"missing field {quote(key)}", source=source)
     unknown = set(data) - {"root", "nodes", "available", "comment", "meta"}
     if unknown:
         raise InputError(f"unknown field(s): {', '.join(sorted(unknown))}", source=source)
     root = data["root"]
     nodes = data["nodes"]
     if not isinstance(root, str):
-        raise InputError(f"root must be a node id (string), got {root!r}", source=source)
+        raise InputError(f"root must be a node id (string), got {quote(root)}", source=source)
     if not isinstance(nodes, list) or not nodes:
         raise InputError("nodes must be a non-empty list", source=source)
     ids: list[str] = []
@@ -246,37 +248,39 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
         name = node["id"]
         extra = set(node) - {"id", "parent", "rate", "load"}
         if extra:
-            raise InputError(f"node {name!r}: unknown field(s) {', '.join(sorted(extra))}",
+            raise InputError(f"node {quote(name)}: unknown field(s) {', '.join(sorted(extra))}",
                              source=source)
         if name in position:
-            raise InputError(f"node {name!r}: defined twice (nodes[{position[name]}] and "
+            raise InputError(f"node {quote(name)}: defined twice (nodes[{position[name]}] and "
                              f"nodes[{pos}])", source=source)
         position[name] = pos
         ids.append(name)
         par = node.get("parent")
         if par is not None and not isinstance(par, str):
-            raise InputError(f"node {name!r}: parent must be a node id, got {par!r}", source=source)
+            raise InputError(f"node {quote(name)}: parent must be a node id, got {quote(par)}",
+                             source=source)
         raw_parent.append(par)
         rate.append(node.get("rate", 1.0))
         load.append(node.get("load", 0))
     if root not in position:
-        raise InputError(f"root {root!r} is not among the nodes", source=source)
+        raise InputError(f"root {quote(root)} is not among the nodes", source=source)
     parent: list[int] = []
     for name, par in zip(ids, raw_parent, strict=True):
         if name == root:
             if par is not None:
-                raise InputError(f"root {root!r} must not have a parent (got {par!r})",
+                raise InputError(f"root {quote(root)} must not have a parent (got {quote(par)})",
                                  source=source)
             parent.append(-1)
         elif par is None:
             raise InputError(
-                f"several roots: node {name!r} has no parent but the root is {root!r}",
+                f"several roots: node {quote(name)} has no parent but the root is {quote(root)}",
                 source=source,
             )
         elif par not in position:
-            raise InputError(f"node {name!r}: unknown parent {par!r}", source=source)
+            raise InputError(f"node {quote(name)}: unknown parent {quote(par)}", source=source)
         elif par == name:
-            raise InputError(f"node {name!r}: cycle in its parent chain ({name} -> {name})",
+            raise InputError(f"node {quote(name)}: cycle in its parent chain "
+                             f"({elide_join([name, name])})",
                              source=source)
         else:
             parent.append(position[par])
@@ -326,7 +330,7 @@ def tree_from_networkx(
     import networkx as nx
 
     if root not in graph:
-        raise InputError(f"root {root!r} is not a node of the graph")
+        raise InputError(f"root {quote(root)} is not a node of the graph")
     und = graph.to_undirected(as_view=True) if graph.is_directed() else graph
     if not nx.is_tree(und):
         raise InputError("the graph is not a tree (it has a cycle or is disconnected)")
@@ -358,9 +362,9 @@ def resolve_blue(tree: Tree, blue: Iterable[str | int]) -> npt.NDArray[np.bool_]
     for b in blue:
         v = b if isinstance(b, int | np.integer) else tree.index.get(b, -1)
         if not 0 <= v < tree.n:
-            raise InputError(f"blue: unknown node {b!r}")
+            raise InputError(f"blue: unknown node {quote(b)}")
         if not tree.available[v]:
-            raise InputError(f"blue: node {tree.ids[v]!r} is not available for aggregation")
+            raise InputError(f"blue: node {quote(tree.ids[v])} is not available for aggregation")
         mask[v] = True
     return mask
 
@@ -411,5 +415,5 @@ def make_plan(tree: Tree, strategy: str, k: int, blue_idx: Iterable[int]) -> Pla
 
 def check_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
-        raise InputError(f"k must be an integer >= 0, got {k!r}")
+        raise InputError(f"k must be an integer >= 0, got {quote(k)}")
     return int(k)
