@@ -286,6 +286,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if args.from_empty and not args.dry_run:
         raise InputError("--from-empty only goes with --dry-run")
     _no_runtime_without_program(args)
+    record = live.running()
+    if (args.program and not args.dry_run and record is not None
+            and Path(args.topology).resolve() == Path(record.topology)):
+        raise InputError(f"a network is up on this topology ({record.describe()}) and its "
+                         "controller holds the switches: bring it up with --program, or stop "
+                         "it first (innet net down)")
     if not args.dry_run and not args.program:
         forwarded = forward_to_running_network(args)
         if forwarded is not None:

@@ -23,8 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from innet.bmv2.own_program import OwnProgram
 from innet.bmv2.thrift import queue_commands, run_cli
-from innet.deploy_cli import INTENT_FIELDS, _intent_args, build_intent, queue_settings
+from innet.deploy_cli import (
+    INTENT_FIELDS,
+    _intent_args,
+    _no_runtime_without_program,
+    _own,
+    _program_args,
+    build_intent,
+    queue_settings,
+)
 from innet.emulation import live
 from innet.emulation.cli import _check_environment, default_out
 from innet.emulation.experiment import ControlledNetwork, controlled_network
@@ -34,7 +43,6 @@ from innet.jsonout import print_json
 from innet.outpaths import output_dir
 from innet.p4rt.deploy import SwitchDeploy
 from innet.plan.intent import NetworkIntent, held_slots
-from innet.plan.program import COUNTERS, DEFAULT_TABLES, MANAGED_TABLES, describe
 from innet.soar.model import phi
 from innet.table import format_table
 from innet.topology import Topology, load_topology
@@ -67,6 +75,7 @@ def register(sub: Any) -> None:
                     "`innet net exec h1 ping -c1 10.0.0.2`,\n`innet net down`.")
     up.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
     _intent_args(up, workload_required=False)
+    _program_args(up)
     up.add_argument("--no-cli", action="store_true",
                     help="no prompt: stay up until Ctrl-C or SIGTERM (scripts, notebooks)")
     up.add_argument("--out", type=output_dir, default=None,
@@ -107,8 +116,13 @@ class Live:
     cn: ControlledNetwork
     intent: NetworkIntent
     args: argparse.Namespace  # the intent's options as last deployed
+    own: OwnProgram | None = None  # --program: a user's program and its runtime files
 
     def plan_text(self) -> str:
+        if self.own is not None:
+            n = sum(len(es) for es in self.own.entries().values())
+            return (f"your program {self.args.program}: {n} entries from the runtime files of "
+                    f"{', '.join(self.own.runtimes) or 'no switch'}")
         if not self.intent.jobs:
             return "no job: routes only (deploy --workload FILE to plan one)"
         lines = []
@@ -124,6 +138,9 @@ class Live:
         return "\n".join(lines)
 
     def deploy(self, fields: dict[str, Any]) -> dict[str, Any]:
+        if self.own is not None:
+            raise InputError(f"the network that is up runs your program {self.args.program}: "
+                             "its entries come from its runtime files, not from a plan")
         args = argparse.Namespace(**{**vars(self.args), **fields})
         held = held_slots(self.intent.entries())
         intent = build_intent(args, self.topo, held)
@@ -178,18 +195,23 @@ def _address_table(cn: ControlledNetwork) -> str:
 
 def cmd_up(args: argparse.Namespace) -> int:
     _check_environment()
+    _no_runtime_without_program(args)
     topo = load_topology(args.topology)
-    intent = build_intent(args, topo)
+    own = _own(args, topo) if args.program else None
+    intent = build_intent(argparse.Namespace(**{**vars(args), "workload": None}) if own
+                          else args, topo)
     out: Path = args.out or default_out("net")
     record = live.NetworkRecord(os.getpid(), str(out.resolve()),
                                 str(Path(args.topology).resolve()),
                                 str((out / "control.sock").resolve()), time.time())
     setup = queue_commands(queue_settings(args))
     try:
+        entries, groups = ((own.entries(), own.replication()) if own
+                           else (intent.entries(), intent.replication()))
         with live.claimed(record), _made(out), controlled_network(
-                topo, out, intent.entries(), replication=intent.replication(), setup=setup,
-                pcap=args.pcap) as cn:
-            state = Live(topo, cn, intent, args)
+                topo, out, entries, replication=groups, setup=setup, pcap=args.pcap,
+                pipeline=own.pipeline if own else None) as cn:
+            state = Live(topo, cn, intent, args, own)
             server = live.ControlServer(Path(record.control), state.handle)
             try:
                 print(f"network {topo.name} is up: {len(topo.switches)} switches, "
@@ -265,17 +287,21 @@ def _cli(state: Live) -> None:
             print(self.live.plan_text())
 
         def do_table(self, line: str) -> None:
-            """table SWITCH: every entry innet's controller manages on SWITCH."""
+            """table SWITCH: every entry the controller manages on SWITCH."""
             sw, _ = self._switch(line)
+            pipeline = self.live.cn.controller.pipeline
             session = self.live.cn.controller.session(sw)
-            for e in session.read_entries(MANAGED_TABLES, DEFAULT_TABLES):
-                print(describe(e))
+            for e in session.read_entries(pipeline.managed.tables,
+                                          pipeline.managed.default_tables):
+                print(pipeline.schema.describe(e))
+            for r in session.read_replication() if pipeline.managed.replication else ():
+                print(r)
 
         def do_counters(self, line: str) -> None:
             """counters SWITCH [NAME]: packets and bytes of each cell (every counter)."""
             sw, rest = self._switch(line)
             session = self.live.cn.controller.session(sw)
-            for name in rest or COUNTERS:
+            for name in rest or self.live.cn.controller.pipeline.managed.counters:
                 cells = session.read_counters(name)
                 shown = ", ".join(f"[{i}] {p} pkts/{b} B" for i, (p, b) in sorted(cells.items())
                                   if p or b)
