@@ -22,6 +22,8 @@
 #define AGG_FLAG_RESULT 0x02   /* the destination's result to the workers: forward only */
 #define AGG_FLAG_OVERFLOW 0x04 /* some element of the sum wrapped */
 #define AGG_FLAG_RESENT 0x08   /* the stored sum of a finished chunk, sent again */
+#define AGG_FLAG_NACK 0x10     /* with RESULT: the destination asks the workers in bitmap to
+                                  send the chunk again; forwarded like a RESULT */
 /* cell flag only (never on the wire): some contribution arrived with CE */
 #define AGG_CELL_CE 0x80
 /* owner register: job | AGG_OWNED, so 0 is a cell never used */

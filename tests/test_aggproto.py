@@ -100,8 +100,10 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
             entries[JOB] = JobEntry(topo.subtree_workers(s), base, slots, s in topo.blue)
         switches[s] = SwitchModel(entries)
     workers = [Worker(JOB, i, vectors[i], window, slots, first, rto=0.2, min_rto=0.05,
-                      max_rto=1.0) for i in range(n)]
-    dest = Destination(JOB, n, n_chunks, first)
+                      max_rto=1.0, reorder_s=0.05) for i in range(n)]
+    # reorder_s above the network's reordering (at most 4 ms of jitter a hop, 7 hops): in a
+    # clean network no NACK is ever sent
+    dest = Destination(JOB, n, n_chunks, first, reorder_s=0.05)
     net = Net(topo, rng, loss, dup, late=0.5, switches=switches)
     now = 0.0
     poll_at: dict[int, float] = {}
@@ -112,6 +114,19 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
             poll_at[i] = t
             net.seq += 1
             heapq.heappush(net.heap, (t, net.seq, ("poll", i, t)))
+
+    dest_poll: list[float] = []
+
+    def schedule_dest() -> None:
+        nxt = dest.next_deadline()
+        if nxt is not None and (not dest_poll or nxt < dest_poll[-1]):
+            dest_poll.append(nxt)
+            net.seq += 1
+            heapq.heappush(net.heap, (max(nxt, now), net.seq, ("dpoll", nxt)))
+
+    def send_down(answers: list[tuple[int, ap.AggPacket]]) -> None:
+        for wi, res in answers:
+            net.hop(now, ("down", wi, topo.path_up(topo.attach[wi])[::-1], 0, res))
 
     for w in workers:
         schedule(w.index, 0.0)
@@ -142,8 +157,13 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
                 p = topo.parent[s]  # type: ignore[index]
                 net.hop(now, ("up", p, out.packet) if p != -1 else ("dest", out.packet))
         elif kind == "dest":
-            for wi, res in dest.receive(ev[1], now=now):  # type: ignore[arg-type]
-                net.hop(now, ("down", wi, topo.path_up(topo.attach[wi])[::-1], 0, res))
+            send_down(dest.receive(ev[1], now=now))  # type: ignore[arg-type]
+            schedule_dest()
+        elif kind == "dpoll":
+            if dest_poll and dest_poll[-1] == ev[1]:
+                dest_poll.clear()
+            send_down(dest.poll(now))
+            schedule_dest()
         elif kind == "down":
             wi, path, k, pkt = ev[1], ev[2], ev[3], ev[4]
             if k < len(path):  # type: ignore[arg-type]
@@ -193,9 +213,9 @@ def test_every_chunk_completes_with_the_exact_sum_counted_once(
     for s, sw in switches.items():
         assert sw.first == n_chunks * topo.messages(s), (s, sw.first, sw.repeat)
     if loss == 0 and dup == 0 and not stall:
-        # a clean network: nothing retransmitted, nothing stale, every blue switch emits once
-        # per chunk (timers are far above the simulated round trip)
-        assert all(w.retransmissions == 0 for w in workers)
+        # a clean network: nothing retransmitted, nothing asked for, nothing stale, every
+        # blue switch emits once per chunk (timers are far above the simulated round trip)
+        assert all(w.retransmissions == 0 for w in workers) and dest.nacks == 0
         for s, sw in switches.items():
             assert sw.repeat == 0, s
             if sw.entries and sw.entries[JOB].blue:
@@ -274,3 +294,85 @@ def test_a_chunk_retransmitted_thousands_of_times_keeps_its_timer_at_the_ceiling
         deadline = w.next_deadline()
         assert deadline is not None and now < deadline <= now + 1.0
     assert w.next_deadline() == now + 1.0 and w.retransmissions == 3000
+
+
+def test_a_lost_contribution_is_asked_of_its_worker_only() -> None:
+    """FIFO links, one contribution lost: once a later chunk completes, the destination asks
+    the one worker whose bit is missing, and nobody else sends anything again (before, every
+    worker of the chunk timed out and sent it again)."""
+    n, chunks = 4, 3
+    workers = [Worker(JOB, i, [[i + 1] * ap.VECTOR_LEN] * chunks, window=4, slots=8, rto=1.0,
+                      min_rto=0.5, max_rto=2.0) for i in range(n)]
+    dest = Destination(JOB, n, chunks, reorder_s=0.002)
+    answers = []
+    for w in workers:
+        w._cwnd = 4.0  # the whole window at once
+        for pkt in w.poll(0.0):
+            if not (w.index == 2 and pkt.chunk == 0):  # lost on the way
+                answers += dest.receive(pkt, now=0.01)
+    assert dest.complete == 2 and dest.poll(0.011) == []  # still within the reordering allowance
+    for wi, res in answers:
+        workers[wi].receive(res, 0.02)
+    nacks = dest.poll(0.013)
+    assert [(wi, p.chunk, p.bitmap, p.nack, p.result) for wi, p in nacks] == [
+        (2, 0, 0b100, True, False)]
+    for w in workers:
+        w.receive(nacks[0][1], 0.02)
+    again = {w.index: w.poll(0.02) for w in workers}
+    assert {i: [p.chunk for p in pkts] for i, pkts in again.items()} == {0: [], 1: [], 2: [0],
+                                                                          3: []}
+    done = dest.receive(again[2][0], now=0.03)
+    assert dest.done and len(done) == n and all(r.result for _, r in done)
+    for wi, res in done:
+        workers[wi].receive(res, 0.04)
+    assert all(w.done for w in workers) and dest.poll(10.0) == []
+    assert [w.retransmissions for w in workers] == [0, 0, 1, 0] and workers[2].nacked == 1
+    assert dest.nacks == 1
+
+
+def test_an_unanswered_request_is_repeated_with_backoff_and_a_nack_is_never_a_result() -> None:
+    dest = Destination(JOB, 2, 2, reorder_s=0.0, nack_rto=0.1)
+    w0 = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 2, window=2, slots=4)
+    w0._cwnd = 2.0
+    sent = w0.poll(0.0)
+    dest.receive(sent[0], now=0.0)  # chunk 0: only worker 0 arrives
+    dest.receive(sent[1], now=0.0)
+    dest.receive(ap.contribution(JOB, 1, 1, [1] * ap.VECTOR_LEN, 4), now=0.0)  # 1 completes
+    first = dest.poll(0.0)
+    assert [(wi, p.bitmap) for wi, p in first] == [(1, 0b10)]
+    assert dest.poll(0.09) == []            # the request's timer has not fired
+    assert len(dest.poll(0.1)) == 1         # asked again ...
+    assert dest.next_deadline() == pytest.approx(0.1 + 0.15)  # ... and the next one waits 1.5x
+    w0.receive(first[0][1], 0.1)            # a NACK for another worker: ignored
+    w0.receive(ap.nack_packet(JOB, 0, 0b01), 0.1)
+    assert not w0.results                   # a NACK is never taken for the sum
+    assert [p.chunk for p in w0.poll(0.1)] == [0]
+
+
+def test_a_result_lost_on_the_way_down_is_asked_for_by_that_worker_alone() -> None:
+    """RESULTs say how far behind the destination's oldest incomplete chunk is: a worker
+    that lacks the result of an older, complete chunk lost it, and asks again at once
+    (after the reordering allowance), long before any timer; the destination answers it."""
+    n, chunks = 3, 3
+    workers = [Worker(JOB, i, [[i + 1] * ap.VECTOR_LEN] * chunks, window=4, slots=8, rto=1.0,
+                      min_rto=0.5, max_rto=2.0, reorder_s=0.002) for i in range(n)]
+    dest = Destination(JOB, n, chunks)
+    results: dict[int, ap.AggPacket] = {}
+    for w in workers:
+        w._cwnd = 4.0
+        for pkt in w.poll(0.0):
+            for _, res in dest.receive(pkt, now=0.01):
+                results[res.chunk] = res
+    assert dest.done and [results[c].slot for c in range(chunks)] == [0, 0, 0]
+    for w in workers:
+        for c in range(chunks):
+            if not (w.index == 1 and c == 0):  # worker 1's copy of RESULT 0 is lost
+                w.receive(results[c], 0.02)
+    assert [w.done for w in workers] == [True, False, True]
+    assert workers[1].poll(0.021) == []                # within the reordering allowance
+    again = workers[1].poll(0.023)
+    assert [p.chunk for p in again] == [0] and workers[1].lost_results == 1
+    answers = dest.receive(again[0], now=0.03)          # a finished chunk: answered ...
+    assert [(wi, p.chunk, p.result) for wi, p in answers] == [(1, 0, True)]  # ... to it alone
+    workers[1].receive(answers[0][1], 0.04)
+    assert workers[1].done and workers[1].timeouts == 0 and dest.nacks == 0

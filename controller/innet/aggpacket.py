@@ -7,7 +7,9 @@ is UDP to `AGG_UDP_PORT` carrying a 16-byte header and `VECTOR_LEN` 32-bit value
     values 32 x i32
 
 `chunk` numbers the pieces of one stream (a tensor cut into VECTOR_LEN values each); `slot` is
-`chunk mod slots(job)`, the cell of the job's pool at every blue switch (docs/
+`chunk mod slots(job)`, the cell of the job's pool at every blue switch (in a RESULT, which
+no switch stores, it says instead how far behind the destination's oldest incomplete chunk
+is: `BEHIND_UNKNOWN` or the number of chunks before this one not all complete; docs/
 aggregation-protocol.md explains why a pool of 2W cells serves a window of W chunks, with a
 shadow copy of each finished chunk). Worker i of a job (its position in the workload's worker
 list) sets bit i of the bitmap; a packet merged by a switch carries the OR of its contributors
@@ -37,6 +39,13 @@ FLAG_MERGED = 0x01    # a switch emitted it as the sum of several contributions
 FLAG_RESULT = 0x02    # the destination's final sum, sent to the workers: switches forward it
 FLAG_OVERFLOW = 0x04  # some element of the sum wrapped (set by a switch or the destination)
 FLAG_RESENT = 0x08    # a switch answered a retransmission with the stored sum (shadow copy)
+# With RESULT: not a sum but the destination's request that the workers in `bitmap` send the
+# chunk again (their contributions are missing); switches forward it as they do a RESULT
+FLAG_NACK = 0x10
+# A RESULT's slot field: every chunk more than `slot` chunks before this one is complete at
+# the destination, so a worker that lacks the result of one of them lost it; this value: the
+# destination's oldest incomplete chunk is too far behind to say
+BEHIND_UNKNOWN = 0xFFFF
 
 # Indices of the switch counter `agg_events` (p4src/headers.p4 AGG_EV_*), and their names.
 EVENT_NAMES = ("held", "emitted", "duplicate", "stale", "malformed", "resent", "overflow",
@@ -105,7 +114,12 @@ class AggPacket:
 
     @property
     def result(self) -> bool:
-        return bool(self.flags & FLAG_RESULT)
+        """The destination's sum for the chunk (not a NACK)."""
+        return self.flags & (FLAG_RESULT | FLAG_NACK) == FLAG_RESULT
+
+    @property
+    def nack(self) -> bool:
+        return self.flags & (FLAG_RESULT | FLAG_NACK) == FLAG_RESULT | FLAG_NACK
 
     @property
     def overflow(self) -> bool:
@@ -125,10 +139,19 @@ def contribution(job: int, chunk: int, worker: int, values: Sequence[int],
 
 
 def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int],
-                  overflow: bool) -> AggPacket:
-    """The destination's answer for `pkt`'s chunk: the full sum, flagged RESULT."""
+                  overflow: bool, behind: int = BEHIND_UNKNOWN) -> AggPacket:
+    """The destination's answer for `pkt`'s chunk: the full sum, flagged RESULT; `behind`
+    goes in the slot field (`BEHIND_UNKNOWN` beyond 16 bits)."""
     flags = FLAG_RESULT | (FLAG_OVERFLOW if overflow else 0)
-    return replace(pkt, bitmap=bitmap, count=count, values=tuple(values), flags=flags)
+    return replace(pkt, slot=min(behind, BEHIND_UNKNOWN), bitmap=bitmap, count=count,
+                   values=tuple(values), flags=flags)
+
+
+def nack_packet(job: int, chunk: int, missing: int) -> AggPacket:
+    """The destination's request for chunk `chunk` from the workers of bitmap `missing`. It
+    carries RESULT so that every switch forwards it untouched (slot 0: no switch reads a
+    cell for it) and NACK so that no worker takes it for the sum."""
+    return AggPacket(job, 0, chunk & _MASK32, missing, 0, ZERO_VECTOR, FLAG_RESULT | FLAG_NACK)
 
 
 def encode(pkt: AggPacket) -> bytes:

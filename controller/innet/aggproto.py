@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from innet.aggpacket import (
+    BEHIND_UNKNOWN,
     EVENT_NAMES,
     FLAG_MERGED,
     FLAG_OVERFLOW,
@@ -32,6 +33,7 @@ from innet.aggpacket import (
     AggPacket,
     add_checked,
     contribution,
+    nack_packet,
     result_packet,
 )
 
@@ -41,6 +43,14 @@ _CELL_CE = 0x80    # cell flag: some contribution arrived CE-marked (never on th
 
 ZERO = (0,) * VECTOR_LEN
 _MAX_BACKOFF_STEPS = 64  # backoff ** 64 is past any ceiling (1.5 ** 64 = 1.8e11)
+
+
+def smoothed(srtt: float | None, rttvar: float, sample: float) -> tuple[float, float]:
+    """TCP's round-trip estimator (RFC 6298): the smoothed value and its mean deviation
+    after one more sample; the timer is srtt + 4 x rttvar."""
+    if srtt is None:
+        return sample, sample / 2
+    return 0.875 * srtt + 0.125 * sample, 0.75 * rttvar + 0.25 * abs(srtt - sample)
 
 
 def newer(a: int, b: int) -> bool:
@@ -188,9 +198,11 @@ class SwitchModel:
 
 @dataclass
 class Worker:
-    """One worker's stream: chunks `first_chunk + i`, at most `window` unacknowledged ahead of
-    the oldest one, each retransmitted when its timer fires (the timer doubles per try, up to
-    `max_rto`); the destination's RESULT for a chunk acknowledges it."""
+    """One worker's stream: chunks `first_chunk + i`, none further than `window` ahead of the
+    oldest unanswered one (the span the job's 2 x window cells keep safe), at most `inflight`
+    of them unanswered (None: `window`); the destination's RESULT for a chunk acknowledges
+    it. Two limits because they do two jobs: the in-flight one keeps BMv2's queues short,
+    the span lets the stream go on past a chunk under repair."""
 
     job: int
     index: int
@@ -202,23 +214,44 @@ class Worker:
     min_rto: float = 0.05
     max_rto: float = 2.0
     backoff: float = 2.0   # the timer grows by this factor per retransmission of a chunk
+    inflight: int | None = None
+    reorder_s: float = 0.002  # how long results may arrive out of order (FIFO links: ~0)
     results: dict[int, AggPacket] = field(default_factory=dict)
     retransmissions: int = 0
+    nacked: int = 0        # of the retransmissions, those the destination asked for
+    lost_results: int = 0  # ... and those for a RESULT a later one said was sent (lost here)
+    timeouts: int = 0      # ... and those the stream's timer sent
     sent: int = 0
     _next: int = 0
     _low: int = 0
     _deadline: dict[int, float] = field(default_factory=dict)
     _sent_at: dict[int, float] = field(default_factory=dict)
     _tries: dict[int, int] = field(default_factory=dict)
+    _asked: set[int] = field(default_factory=set)
+    _lost: dict[int, int] = field(default_factory=dict)  # chunk: asks for its lost RESULT
+    _progress_at: float = -1e18  # when the last new RESULT came
+    # a repair's round trip (a chunk sent again because it was asked for, to its RESULT): no
+    # waiting on other workers in it, so it is learnt apart from the stream's timer
+    repair_rto: float = 0.05
+    _repair_srtt: float | None = None
+    _repair_var: float = 0.0
+    _repaired: dict[int, tuple[float, bool]] = field(default_factory=dict)
+    latency: dict[int, float] = field(default_factory=dict)  # chunk: first send to RESULT
+    _first_at: dict[int, float] = field(default_factory=dict)
     _srtt: float | None = None
     _rttvar: float = 0.0
     _cwnd: float = 2.0
+    _unanswered: int = 0
+    _repairing: set[int] = field(default_factory=set)  # asked for: not counted in flight
     max_rtt: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.window >= 1 or 2 * self.window > self.slots:
             raise ValueError(f"the window ({self.window}) must be 1..slots/2 "
                              f"({self.slots // 2}): each chunk in flight keeps a shadow cell")
+        if self.inflight is not None and not 1 <= self.inflight <= self.window:
+            raise ValueError(f"the chunks in flight ({self.inflight}) must be 1..window "
+                             f"({self.window})")
         if self.first_chunk + len(self.chunks) > _MASK32:
             raise ValueError("the stream's chunk numbers must fit in 32 bits")
 
@@ -231,24 +264,50 @@ class Worker:
                             self.slots)
 
     def poll(self, now: float) -> list[AggPacket]:
-        """Packets due at `now`: retransmissions whose timer fired, then new chunks the
-        window admits."""
-        out = []
+        """Packets due at `now`: the chunks asked for (by the destination, or because a later
+        RESULT showed this one's was lost), retransmissions the stream's timer sent, then
+        new chunks the window admits."""
+        out = self._send_asked(now)
+        # one timer for the stream, restarted by every new RESULT (RFC 6298 5.3): a chunk
+        # waits on the other workers too, so its own round trip says little; while results
+        # come, the destination's requests and the results' `behind` repair what was lost.
+        # When it fires, only the oldest chunk due goes (TCP's RTO sends one segment): the
+        # others are most likely waiting on that one (a burst of every worker's whole window
+        # is what filled BMv2's queues before); they wait one more timeout.
+        quiet = self._progress_at + self.rto
+        fired = False
         for i, when in sorted(self._deadline.items()):
-            if when <= now:
+            if when > now:
+                continue
+            if i in self._lost:  # a RESULT known lost: ask again, whatever else comes
+                self._lost[i] += 1
+                self.lost_results += 1
+                self._asked.add(i)
+            elif quiet > now:
+                self._deadline[i] = quiet
+            elif fired:
+                self._deadline[i] = now + self.rto
+            else:
+                fired = True
                 tries = self._tries[i] = self._tries[i] + 1
                 # the exponent is capped: 1.5 ** 1750 overflows a float, and a chunk that
                 # heavy loss keeps unanswered does get there
                 grown = self.rto * self.backoff ** min(tries, _MAX_BACKOFF_STEPS)
                 self._deadline[i] = now + min(self.max_rto, grown)
+                self._sent_at[i] = now
                 self.retransmissions += 1
+                self.timeouts += 1
                 out.append(self.packet(i))
-        limit = self._low + min(self.window, int(self._cwnd))
-        while self._next < len(self.chunks) and self._next < limit:
+        out += self._send_asked(now)
+        limit = self._low + self.window
+        while (self._next < len(self.chunks) and self._next < limit
+               and self._unanswered - len(self._repairing) < int(self._cwnd)):
             i = self._next
             self._next += 1
+            self._unanswered += 1
             self._deadline[i] = now + self.rto
             self._sent_at[i] = now
+            self._first_at[i] = now
             self._tries[i] = 0
             out.append(self.packet(i))
         self.sent += len(out)
@@ -256,19 +315,72 @@ class Worker:
 
     def receive(self, pkt: AggPacket, now: float) -> None:
         i = (pkt.chunk - self.first_chunk) & _MASK32
+        if pkt.nack:
+            if (pkt.job == self.job and i < self._next and i not in self.results
+                    and pkt.bitmap >> self.index & 1):
+                self.nacked += 1
+                self._asked.add(i)
+                self._repairing.add(i)
+            return
         if (not pkt.result or pkt.job != self.job or i >= len(self.chunks)
                 or i in self.results or i >= self._next):
             return
         self.results[i] = pkt
+        self._progress_at = now
+        self._lost.pop(i, None)
+        self._repairing.discard(i)
+        self.latency[i] = now - self._first_at.pop(i)
+        repair = self._repaired.pop(i, None)
+        if repair is not None and repair[1]:  # Karn: asked for once
+            self._repair_srtt, self._repair_var = smoothed(self._repair_srtt, self._repair_var,
+                                                           now - repair[0])
+            self.repair_rto = min(self.max_rto, max(self.min_rto, self._repair_srtt
+                                                    + 4 * self._repair_var))
+        self._lost_before(i, pkt.slot, now)
         # the window opens by about one chunk per round trip (TCP's congestion avoidance),
         # so the queues grow slowly enough for the timer's estimate to follow them: a burst
         # of the whole window would time out on its own queueing delay
-        self._cwnd = min(float(self.window), self._cwnd + 1 / self._cwnd)
+        self._unanswered -= 1
+        cap = self.window if self.inflight is None else self.inflight
+        self._cwnd = min(float(cap), self._cwnd + 1 / self._cwnd)
         if self._tries.get(i) == 0:  # Karn: only unambiguous samples
             self._sample(now - self._sent_at[i])
         self._deadline.pop(i, None)
         while self._low in self.results:
             self._low += 1
+
+    def _send_asked(self, now: float) -> list[AggPacket]:
+        """The chunks asked for go now; their timer restarts without backoff (a request says
+        the path works and what is missing; a timeout says neither), except a RESULT known
+        lost: asked again after a repair's round trip, 1.5x per try, since no new RESULT may
+        come to reveal it again once the window has stalled."""
+        out = []
+        for i in sorted(self._asked):
+            if i in self.results:
+                continue
+            self._tries[i] += 1
+            lost = self._lost.get(i)
+            self._deadline[i] = now + (self.rto if lost is None else min(
+                self.max_rto, self.repair_rto * 1.5 ** min(lost - 1, _MAX_BACKOFF_STEPS)))
+            self._sent_at[i] = now
+            self._repaired[i] = (now, i not in self._repaired)
+            self.retransmissions += 1
+            out.append(self.packet(i))
+        self._asked.clear()
+        return out
+
+    def _lost_before(self, i: int, behind: int, now: float) -> None:
+        """RESULT i says every chunk before i - behind is complete at the destination: the
+        ones this worker has no result for lost theirs on the way here (after `reorder_s`).
+        Ask for them again: a retransmission the destination answers to this worker."""
+        if behind == BEHIND_UNKNOWN:
+            return
+        for c in range(self._low, min(i - behind, self._next)):
+            if c not in self.results and c not in self._asked and c not in self._lost:
+                # asked for once what reordering could still bring has had time to come
+                self._lost[c] = 0
+                self._repairing.add(c)
+                self._deadline[c] = now + self.reorder_s
 
     @property
     def srtt(self) -> float | None:
@@ -280,11 +392,7 @@ class Worker:
         another worker's retransmission, those long samples widen the deviation, and an
         unbounded timer would stall the window."""
         self.max_rtt = max(self.max_rtt, rtt)
-        if self._srtt is None:
-            self._srtt, self._rttvar = rtt, rtt / 2
-        else:
-            self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - rtt)
-            self._srtt = 0.875 * self._srtt + 0.125 * rtt
+        self._srtt, self._rttvar = smoothed(self._srtt, self._rttvar, rtt)
         self.rto = min(self.max_rto, max(self.min_rto, self._srtt + 4 * self._rttvar))
 
     def retransmitted_chunks(self) -> list[int]:
@@ -292,6 +400,8 @@ class Worker:
         return sorted(i for i, t in self._tries.items() if t > 0)
 
     def next_deadline(self) -> float | None:
+        if self._asked:
+            return 0.0
         return min(self._deadline.values(), default=None)
 
 
@@ -315,7 +425,19 @@ class Destination:
     worker, and answers a packet of a finished chunk (a retransmission the switches passed
     on) by sending the RESULT again to the workers it names, at most once per `holdoff`
     seconds for one (chunk, bitmap): the workers below one blue switch time out together,
-    and their retransmissions each bring the switch's whole aggregate back."""
+    and their retransmissions each bring the switch's whole aggregate back.
+
+    Loss recovery (given times, `now`): the links are FIFO, every worker sends its chunks in
+    order and a blue switch emits them in order (it completes chunk h only after each of its
+    workers' chunk h, each of which came after that worker's earlier chunks). So when a
+    packet of chunk h carrying bitmap b arrives, every older chunk that still lacks some bits
+    of b has lost the message that carried them (or one below it). After `reorder_s` (what
+    reordering the network may still do), `poll` asks the workers of those bits, and only
+    them, to send the chunk again (a NACK: TCP's fast retransmit, with the destination's
+    knowledge of the bitmaps); a request that brings nothing is repeated after a timer learnt
+    from how long requests take to be answered (RFC 6298 between `nack_floor_s` and
+    `nack_ceiling_s`, times 1.5 per repeat). The workers' own timers stay the backstop: the
+    stream's last chunks, whose loss no later packet reveals."""
 
     job: int
     workers: int                # how many: the full bitmap is (1 << workers) - 1
@@ -325,8 +447,22 @@ class Destination:
     complete: int = 0
     duplicates: int = 0
     resent: int = 0
-    holdoff: float = 0.1
+    holdoff: float = 0.01
+    nack: bool = True
+    reorder_s: float = 0.002
+    nack_rto: float = 0.05
+    nack_floor_s: float = 0.005
+    nack_ceiling_s: float = 1.0
+    nacks: int = 0              # NACK packets sent (one per worker asked)
     _answered: dict[tuple[int, int], float] = field(default_factory=dict)
+    _low: int = 0               # the oldest chunk not complete
+    _due: dict[int, float] = field(default_factory=dict)   # chunk -> when to ask for it
+    _revealed: dict[int, int] = field(default_factory=dict)  # chunk -> bits seen lost
+    _asked_bits: dict[int, int] = field(default_factory=dict)  # chunk -> bits asked for
+    _asked_at: dict[int, float] = field(default_factory=dict)
+    _asks: dict[int, int] = field(default_factory=dict)
+    _srtt: float | None = None
+    _rttvar: float = 0.0
 
     @property
     def full(self) -> int:
@@ -338,11 +474,15 @@ class Destination:
 
     def receive(self, pkt: AggPacket, ce: bool = False, now: float | None = None
                 ) -> list[tuple[int, AggPacket]]:
-        """(worker index, packet) pairs to send. `now`: the time, for the hold-off (None:
-        answer every duplicate)."""
+        """(worker index, packet) pairs to send. `now`: the time, for the hold-off and the
+        loss recovery (None: answer every duplicate, ask for nothing)."""
         i = (pkt.chunk - self.first_chunk) & _MASK32
-        if pkt.job != self.job or pkt.result or i >= self.chunks or pkt.bitmap & ~self.full:
+        if (pkt.job != self.job or pkt.flags & FLAG_RESULT or i >= self.chunks
+                or pkt.bitmap & ~self.full):
             return []
+        if now is not None and self.nack:
+            self._reveal(i, pkt.bitmap, now)
+            self._answered_request(i, pkt.bitmap, now)
         st = self.state.setdefault(i, ChunkState())
         st.packets += 1
         if st.bitmap & pkt.bitmap:
@@ -364,11 +504,77 @@ class Destination:
         if st.bitmap != self.full:
             return []
         self.complete += 1
+        while self._low < self.chunks and self._is_complete(self._low):
+            self._low += 1
+        if now is not None:
+            self._completed(i, now)
         return self._answer(pkt, st, self.full)
+
+    def _completed(self, i: int, now: float) -> None:
+        self._due.pop(i, None)
+        self._revealed.pop(i, None)
+        self._asked_bits.pop(i, None)
+        self._asked_at.pop(i, None)
+
+    def _answered_request(self, i: int, bitmap: int, now: float) -> None:
+        """Bits asked for came: a request's round trip (Karn: only from a request sent once),
+        not the chunk's completion, which may wait on other requests."""
+        if bitmap & self._asked_bits.get(i, 0) and i in self._asked_at:
+            asked = self._asked_at.pop(i)
+            if self._asks.get(i) == 1:
+                self._srtt, self._rttvar = smoothed(self._srtt, self._rttvar, now - asked)
+                self.nack_rto = min(self.nack_ceiling_s,
+                                    max(self.nack_floor_s, self._srtt + 4 * self._rttvar))
+
+    def _reveal(self, h: int, bitmap: int, now: float) -> None:
+        """A packet of chunk h with `bitmap` came: older chunks lacking those bits lost them."""
+        for c in range(self._low, min(h, self.chunks)):
+            st = self.state.get(c)
+            have = st.bitmap if st is not None else 0
+            lost = bitmap & ~have
+            if lost and have != self.full:
+                self._revealed[c] = self._revealed.get(c, 0) | lost
+                soon = now + self.reorder_s
+                if lost & ~self._asked_bits.get(c, 0):  # not asked for yet
+                    self._due[c] = min(self._due.get(c, soon), soon)
+
+    def _is_complete(self, i: int) -> bool:
+        st = self.state.get(i)
+        return st is not None and st.bitmap == self.full
+
+    def poll(self, now: float) -> list[tuple[int, AggPacket]]:
+        """The NACKs due at `now`: (worker index, packet), one per missing worker."""
+        out: list[tuple[int, AggPacket]] = []
+        for c, when in sorted(self._due.items()):
+            if when > now:
+                continue
+            st = self.state.get(c)
+            missing = self._revealed.get(c, 0) & ~(st.bitmap if st is not None else 0)
+            if not missing:
+                del self._due[c]
+                continue
+            # the backoff counts requests for bits already asked for; newly revealed bits are
+            # a fresh request
+            asked = self._asked_bits.get(c, 0)
+            asks = self._asks[c] = self._asks.get(c, 0) + 1 if not missing & ~asked else 1
+            self._asked_bits[c] = asked | missing
+            self._asked_at[c] = now
+            grown = self.nack_rto * 1.5 ** min(asks - 1, _MAX_BACKOFF_STEPS)
+            self._due[c] = now + min(self.nack_ceiling_s, grown)
+            packet = nack_packet(self.job, self.first_chunk + c, missing)
+            out += [(w, packet) for w in range(self.workers) if missing >> w & 1]
+        self.nacks += len(out)
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When `poll` has something to send next (None: nothing is suspected)."""
+        return min(self._due.values(), default=None)
 
     def _answer(self, pkt: AggPacket, st: ChunkState, bitmap: int) -> list[tuple[int,
                                                                              AggPacket]]:
-        res = result_packet(pkt, st.bitmap, st.count, st.values, st.overflow)
+        i = (pkt.chunk - self.first_chunk) & _MASK32
+        res = result_packet(pkt, st.bitmap, st.count, st.values, st.overflow,
+                            behind=max(0, i - self._low))
         return [(w, res) for w in range(self.workers) if bitmap >> w & 1]
 
     def sums(self) -> list[tuple[int, ...]]:

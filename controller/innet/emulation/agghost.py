@@ -83,7 +83,7 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     tensor = worker_tensor(args.seed, args.job, args.worker, args.values, args.workers)
     w = Worker(args.job, args.worker, chunks_of(tensor), args.window, args.slots,
                args.first_chunk, rto=args.rto, min_rto=args.min_rto, max_rto=args.max_rto,
-               backoff=args.backoff)
+               backoff=args.backoff, inflight=args.inflight)
     sock = ap.receiver_socket()
     if args.local_ip:  # the switches copy the job's RESULTs to its group address
         ap.join_result_group(sock, args.job, args.local_ip)
@@ -92,10 +92,14 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     # and processes that start one after the other would time out waiting for the last one
     time.sleep(max(0.0, args.start_at - time.time()))
     start = time.time()
-    deadline = time.monotonic() + args.timeout
+    # give up when no RESULT came for --stall-timeout seconds (a network that stopped), not
+    # after a fixed time: a long stream at heavy loss takes as long as it takes
+    progress, answered = time.monotonic(), 0
     try:
-        while not w.done and time.monotonic() < deadline:
+        while not w.done and time.monotonic() - progress < args.stall_timeout:
             now = time.monotonic()
+            if len(w.results) != answered:
+                progress, answered = now, len(w.results)
             for pkt in w.poll(now):
                 pacer.send(args.dest, pkt)
             nxt = w.next_deadline()
@@ -113,10 +117,21 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(len(w.chunks))]
     return {"job": args.job, "worker": args.worker, "done": w.done, "start": start,
             "end": end, "chunks": len(w.chunks), "sent": w.sent,
-            "retransmissions": w.retransmissions, "srtt": w.srtt, "max_rtt": w.max_rtt,
+            "retransmissions": w.retransmissions, "nacked": w.nacked,
+            "lost_results": w.lost_results, "timeouts": w.timeouts,
+            "latency_ms": _percentiles(w.latency.values()), "srtt": w.srtt, "max_rtt": w.max_rtt,
             "rto": w.rto, "retransmitted_chunks": w.retransmitted_chunks()[:100],
             "overflow": any(r.overflow for r in w.results.values()),
             "digest": digest(sums)}
+
+
+def _percentiles(seconds: Iterable[float]) -> dict[str, float]:
+    """p50, p90, p99 and max of chunk latencies, in ms (what a stall looks like)."""
+    ms = np.asarray(list(seconds), dtype=float) * 1e3
+    if not ms.size:
+        return {}
+    p50, p90, p99 = np.percentile(ms, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(ms.max())}
 
 
 def run_destination(args: argparse.Namespace) -> dict[str, Any]:
@@ -142,7 +157,13 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
         multicasts = 0
         Path(args.ready).touch()
         while not stop:
-            if not select.select([sock], [], [], 0.1)[0]:
+            now = time.monotonic()
+            for dest, ips in jobs.values():  # requests for what later chunks say was lost
+                for wi, nack in dest.poll(now):
+                    pacer.send(ips[wi], nack)
+            due = [t for d, _ in jobs.values() if (t := d.next_deadline()) is not None]
+            wait = max(0.0, min([0.1, *(t - now for t in due)]))
+            if not select.select([sock], [], [], wait)[0]:
                 continue
             try:
                 data, _, tos = ap.recv_with_tos(sock)
@@ -166,8 +187,9 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
                 pacer.send(ips[wi], res)
     return {"packets": packets, "ce_marked": ce, "multicast_results": multicasts, "jobs": {
         str(j): {"complete": d.complete, "chunks": d.chunks, "duplicates": d.duplicates,
-                 "resent": d.resent, "counts_ok": all(s.count == d.workers and s.bitmap == d.full
-                                                      for s in d.state.values()),
+                 "resent": d.resent, "nacks": d.nacks, "nack_rto": d.nack_rto,
+                 "counts_ok": all(s.count == d.workers and s.bitmap == d.full
+                                  for s in d.state.values()),
                  "overflow": any(s.overflow for s in d.state.values()),
                  "digest": digest(d.sums())}
         for j, (d, _) in jobs.items()}}
@@ -185,7 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--workers", type=int, required=True, help="workers in the job")
     w.add_argument("--values", type=int, required=True)
     w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--window", type=int, required=True)
+    w.add_argument("--window", type=int, required=True,
+                   help="how far ahead of its oldest unanswered chunk the worker may go")
+    w.add_argument("--inflight", type=int, default=None,
+                   help="chunks kept unanswered at most (default: the window)")
     w.add_argument("--slots", type=int, required=True)
     w.add_argument("--first-chunk", type=int, default=0)
     w.add_argument("--start-at", type=float, default=0.0, help="wall-clock time to start")
@@ -193,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--min-rto", type=float, default=0.2)
     w.add_argument("--max-rto", type=float, default=0.5)
     w.add_argument("--backoff", type=float, default=1.5)
-    w.add_argument("--timeout", type=float, default=600.0, help="give up after (seconds)")
+    w.add_argument("--stall-timeout", type=float, default=120.0,
+                   help="give up when no RESULT came for this long (seconds)")
     w.add_argument("--local-ip", default=None,
                    help="this host's address: join the job's result group on it (default: "
                         "results come unicast)")

@@ -45,12 +45,13 @@ from innet.topology import Topology, load_topology
 
 DEFAULT_STRATEGIES = ("soar", "top", "max", "level", "random", "all-red", "all-blue")
 DEFAULT_VALUES = 32 * 1024  # 1,024 chunks
-# Chunks in flight per worker. Without loss a small window keeps BMv2's queues (and so the
-# round trips) short, so no timer fires spuriously and the measured cost is phi exactly; with
-# loss each lost packet stalls its chunk for a timeout, and a wide window keeps the others
-# going meanwhile.
-DEFAULT_WINDOW = 8
-DEFAULT_WINDOW_LOSSY = 64
+# The window: how far ahead of its oldest unanswered chunk a worker may go (a job takes 2 x
+# window cells of every switch's pool), wide so that the stream goes on while a chunk is
+# repaired. The chunks in flight: how many a worker keeps unanswered, few so that BMv2's
+# queues, and the round trips, stay short (16 workers x 8 chunks fill bt15's root port;
+# 32 in flight made BMv2 drop packets without any injected loss, measured).
+DEFAULT_WINDOW = 64
+DEFAULT_INFLIGHT = 8
 QUEUE_DEPTH = 1024  # packets per egress queue: a window's burst is never tail-dropped
 
 
@@ -92,6 +93,7 @@ class StrategyRun:
     jobs: int = 1
     loss: float = 0.0
     window: int = 0
+    inflight: int = 0
     retransmissions: int = 0
     duration_s: float = 0.0
     goodput_values_per_s: float = 0.0
@@ -105,6 +107,10 @@ class StrategyRun:
     # load the emulated network carried, to hold against its plain forwarding capacity
     switch_packets: int = 0
     multicast_results: int = 0  # RESULTs the destination sent once for the switches to copy
+    # of the retransmissions, those the destination asked for (NACKs: only the workers whose
+    # contributions were missing), the rest are the workers' timers
+    asked: int = 0
+    nacks: int = 0  # NACK packets the destination sent
 
     @property
     def switch_pps(self) -> float:
@@ -169,7 +175,8 @@ def _counters(session: Callable[[str], Any], switches: Iterable[str], name: str
 
 def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...] =
                     DEFAULT_STRATEGIES, k: int = 4, values: int = DEFAULT_VALUES,
-                    loss: float = 0.0, window: int | None = None, jobs: int = 1,
+                    loss: float = 0.0, window: int | None = None,
+                    inflight: int | None = None, jobs: int = 1,
                     workload_path: str | None = None, seed: int = 0, pcap: bool = False,
                     progress: bool = True, timers: Timers | None = None,
                     multicast: bool = True,
@@ -188,11 +195,13 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     if not 0.0 <= loss < 1.0:
         raise InputError(f"--loss must be in [0, 1), got {loss}")
     if window is None:  # as wide as the pool allows the jobs, up to the default
-        wide = DEFAULT_WINDOW_LOSSY if loss > 0 else DEFAULT_WINDOW
-        window = max(1, min(wide, SLOTS // (2 * jobs)))
+        window = max(1, min(DEFAULT_WINDOW, SLOTS // (2 * jobs)))
     if not 1 <= window <= 128:
         raise InputError(f"--window must be in 1..128 (a job takes 2 x window slots of a "
                          f"switch's pool), got {window}")
+    inflight = min(window, DEFAULT_INFLIGHT) if inflight is None else inflight
+    if not 1 <= inflight <= window:
+        raise InputError(f"--inflight must be in 1..--window ({window}), got {inflight}")
     workloads = split_workload(base, jobs, 2 * window)
     chunks = -(-values // VECTOR_LEN)
     plans = {s: [plan_job(topo, w, s, k, seed=seed) for w in workloads] for s in strategies}
@@ -200,6 +209,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
         "workloads": [{"job": w.job, "destination": w.destination, "workers": list(w.workers),
                        "slots": w.slots} for w in workloads],
         "k": k, "values": values, "chunks": chunks, "loss": loss, "window": window,
+        "inflight": inflight,
         "plans": {s: [{"job": jp.workload.job, "blue": list(jp.blue),
                        "predicted_cost": jp.plan.cost, "messages": jp.msgs} for jp in jps]
                   for s, jps in plans.items()},
@@ -232,8 +242,8 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
             in_before = _counters(ctl.session, addresses, C_PORT_IN)
             # each stream's chunks come after the previous one's: a cell that kept a
             # chunk of the last strategy sees the new ones as newer (docs: limits)
-            hosts = _stream(cn.network, topo, workloads, values, window, seed, i * (chunks + 1),
-                            chunks, out, name, timers, multicast)
+            hosts = _stream(cn.network, topo, workloads, values, (window, inflight), seed,
+                            i * (chunks + 1), chunks, out, name, timers, multicast)
             time.sleep(0.3)
             after = _counters(ctl.session, addresses, C_AGG_FIRST)
             rep_after = _counters(ctl.session, addresses, C_AGG_REPEAT)
@@ -265,6 +275,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                 measured_cost=measured_cost(jps, link_packets, chunks), sums_exact=exact,
                 writes=writes, link_packets=link_packets, predicted_msgs=msgs, values=values,
                 chunks=chunks, jobs=len(workloads), loss=loss, window=window,
+                inflight=inflight,
                 retransmissions=sum(w["retransmissions"] for w in workers_out),
                 duration_s=duration,
                 goodput_values_per_s=values * len(workloads) / duration if duration > 0
@@ -272,7 +283,9 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                 events=events, ce_marked=int(dest_out.get("ce_marked", 0)),
                 link_repeats=link_repeats, total_cost=measured_cost(jps, every, chunks),
                 switch_packets=received,
-                multicast_results=int(dest_out.get("multicast_results", 0))))
+                multicast_results=int(dest_out.get("multicast_results", 0)),
+                asked=sum(int(w.get("nacked", 0)) for w in workers_out),
+                nacks=sum(int(d.get("nacks", 0)) for d in dest_out.get("jobs", {}).values())))
             _write_results(out, results, topo, workloads)  # a long run keeps what it has
     return results
 
@@ -291,7 +304,8 @@ def _exact(workers_out: list[dict[str, Any]], dest_out: dict[str, Any],
     return ok
 
 
-def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, window: int,
+def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int,
+            window: tuple[int, int],
             seed: int, first_chunk: int, chunks: int, out: Path, label: str,
             timers: Timers, multicast: bool = True
             ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -331,7 +345,8 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
                 [sys.executable, "-m", "innet.emulation.agghost", "worker", "--dest",
                  dest_ip, "--job", str(w.job), "--worker", str(i), "--workers",
                  str(len(w.workers)), "--values", str(values), "--seed", str(seed),
-                 "--window", str(window), "--slots", str(w.slots), "--first-chunk",
+                 "--window", str(window[0]), "--inflight", str(window[1]), "--slots",
+                 str(w.slots), "--first-chunk",
                  str(first_chunk), "--start-at", f"{start_at:.3f}",
                  "--rto", f"{timers.first_s:g}", "--min-rto", f"{timers.floor_s:g}",
                  "--max-rto", f"{timers.ceiling_s:g}",
@@ -340,7 +355,9 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int, wi
     workers_out = []
     try:
         for f, p in procs:
-            _, err = p.communicate(timeout=900)
+            # workers give up themselves when results stop for 2 minutes; this only guards
+            # against a worker that hangs: generous, since a stream takes what it takes
+            _, err = p.communicate(timeout=900 + values / 20)
             if p.returncode != 0:
                 raise RuntimeError(f"a worker failed: {err.decode(errors='replace')[-2000:]}")
             workers_out.append(json.loads(f.read_text()))

@@ -10,9 +10,9 @@ from typing import Any
 
 from innet.argtypes import SEED, K, float_in, int_in, probability
 from innet.emulation.aggregation import (
+    DEFAULT_INFLIGHT,
     DEFAULT_VALUES,
     DEFAULT_WINDOW,
-    DEFAULT_WINDOW_LOSSY,
 )
 from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from innet.emulation.net import EmulationError, require_bmv2, require_mininet
@@ -77,10 +77,13 @@ def register(sub: Any) -> None:
     agg.add_argument("--loss", type=probability, default=0.0,
                      help="share of aggregation packets every switch drops (default 0)")
     agg.add_argument("--window", type=int_in(1, 128), default=None,
-                     help=f"chunks a worker keeps in flight; a job takes 2 x window slots "
-                          f"of a switch's pool of 256 (default {DEFAULT_WINDOW}, "
-                          f"{DEFAULT_WINDOW_LOSSY} with --loss; less when --concurrent-jobs "
-                          "needs it)")
+                     help="how far ahead of its oldest unanswered chunk a worker may go: the "
+                          "stream goes on that far while a chunk is repaired; a job takes "
+                          f"2 x window slots of a switch's pool of 256 (default "
+                          f"{DEFAULT_WINDOW}; less when --concurrent-jobs needs it)")
+    agg.add_argument("--inflight", type=int_in(1, 128), default=None,
+                     help="chunks a worker keeps unanswered at most: few keep BMv2's queues "
+                          f"and the round trips short (default {DEFAULT_INFLIGHT})")
     agg.add_argument("--concurrent-jobs", type=int_in(1, 16), default=1, metavar="N",
                      help="jobs run at once over disjoint blocks of the workers (default 1)")
     renamed(agg, "--jobs", "--concurrent-jobs", "run aggregation",
@@ -164,6 +167,7 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
     try:
         results = run_aggregation(args.topology, out, strategies=strategies, k=args.k,
                                   values=args.values, loss=args.loss, window=args.window,
+                                  inflight=args.inflight,
                                   jobs=args.concurrent_jobs, workload_path=args.workload,
                                   seed=args.seed, pcap=args.pcap,
                                   timers=Timers(args.rto_floor_ms / 1e3,
