@@ -44,3 +44,40 @@ def test_jobs_split_the_workers_into_disjoint_blocks() -> None:
     assert all(j.slots == 16 for j in jobs)
     with pytest.raises(InputError, match=r"--concurrent-jobs must be in 1\.\.16"):
         split_workload(base, 17, 16)
+
+
+def test_link_bound_rates_follow_the_links_and_the_bottleneck_is_the_busiest_uplink() -> None:
+    """Each link drains link_pps x its rate / the fastest link's, at both switch ends; the
+    bottleneck is the uplink with the most messages per chunk over its rate (a slow link
+    with fewer messages can be it)."""
+    from innet.emulation.aggregation import (
+        bottleneck,
+        link_rates_pps,
+        plan_job,
+        switch_setup,
+    )
+    from innet.topology import topology_from_dict
+
+    topo = topology_from_dict({
+        "name": "lb",
+        "hosts": {f"h{i}": {"ip": f"10.0.0.{i + 1}", "mac": f"08:00:00:00:00:0{i + 1}"}
+                  for i in range(4)},
+        "switches": {"s1": {}, "s2": {}, "s3": {}},
+        "links": [{"a": "h0", "b": "s1-p1", "rate": 4},
+                  {"a": "s2-p1", "b": "s1-p2", "rate": 4},
+                  {"a": "s3-p1", "b": "s1-p3", "rate": 1},
+                  {"a": "h1", "b": "s2-p2", "rate": 4}, {"a": "h2", "b": "s3-p2", "rate": 4},
+                  {"a": "h3", "b": "s3-p3", "rate": 4}],
+        "aggregation": {"destination": "h0"}})
+    rates = link_rates_pps(topo, 400)
+    assert rates == {"s1": {1: 400, 2: 400, 3: 100}, "s2": {1: 400, 2: 400},
+                     "s3": {1: 100, 2: 400, 3: 400}}
+    assert switch_setup(topo, 400)["s3"] == ("set_queue_depth 1024", "set_queue_rate 100 1",
+                                             "set_queue_rate 400 2", "set_queue_rate 400 3")
+    assert switch_setup(topo, None)["s3"] == ("set_queue_depth 1024",)
+    work = Workload(1, "h0", ("h1", "h2", "h3"))
+    red = bottleneck([plan_job(topo, work, "all-red", 0)])
+    # all red: s1 sends 3 messages per chunk at rate 4 (0.75), s3 sends 2 at rate 1 (2.0)
+    assert (red.switch, red.messages, red.load) == ("s3", 2, 2.0)
+    blue = bottleneck([plan_job(topo, work, "all-blue", 3)])
+    assert (blue.switch, blue.messages, blue.load) == ("s3", 1, 1.0)

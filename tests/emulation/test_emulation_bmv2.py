@@ -70,6 +70,26 @@ def test_with_loss_every_strategy_measures_phi_exactly(tmp_path: Path) -> None:
     assert _own_leftovers(load_topology(topo_file)) == []
 
 
+def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path) -> None:
+    """--link-pps: the switches' ports drain at the links' rates (BMv2 queue rates). All red
+    on bt15, s1's uplink to the destination carries 16 messages per chunk at 200 packets/s;
+    BMv2 spaces a rate-limited queue's packets by 1 / rate, so the stream cannot end before
+    that link has drained them all (it takes about a tenth of that without rates)."""
+    from innet.emulation.aggregation import run_aggregation
+
+    topo_file = str(ROOT / "topologies" / "bt15.json")
+    (r,) = run_aggregation(topo_file, tmp_path, strategies=("all-red",), k=4, values=32 * 32,
+                           link_pps=200, progress=False)
+    assert r.sums_exact, r
+    _check_cost(r)
+    assert (r.bottleneck_switch, r.bottleneck_messages, r.bottleneck_pps) == ("s1", 16, 200)
+    sent = r.link_packets["s1"] + r.link_repeats["s1"]
+    assert sent >= 32 * 16 and r.duration_s >= (sent - 1) / 200, r
+    summary = (tmp_path / "summary.md").read_text()
+    assert "Link-bound regime: the fastest link drains 200 packets/s" in summary
+    assert _own_leftovers(load_topology(topo_file)) == []
+
+
 def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> None:
     """Four zoo jobs, three arms on the same hosts; results.json has per arm the CE marks at
     receivers and switches and the mean and p99 iteration times."""

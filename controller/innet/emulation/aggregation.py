@@ -111,6 +111,14 @@ class StrategyRun:
     # contributions were missing), the rest are the workers' timers
     asked: int = 0
     nacks: int = 0  # NACK packets the destination sent
+    # the link-bound regime (None: CPU-bound): the fastest link's rate in packets/s; the
+    # plans' busiest uplink, its packets/s, and the share of the stream it was busy
+    link_pps: int | None = None
+    bottleneck_switch: str = ""
+    bottleneck_load: float = 0.0
+    bottleneck_messages: int = 0
+    bottleneck_pps: int = 0
+    bottleneck_use: float = 0.0
 
     @property
     def switch_pps(self) -> float:
@@ -123,6 +131,52 @@ class StrategyRun:
     def cost_matches(self) -> bool:
         return abs(self.predicted_cost - self.measured_cost) < 1e-9 * max(1.0,
                                                                           self.predicted_cost)
+
+
+def link_rates_pps(topo: Topology, link_pps: int) -> dict[str, dict[int, int]]:
+    """The link-bound regime's queue rates: switch -> port -> packets/s. Every link drains
+    `link_pps` x its rate / the fastest link's rate, in both directions (the rate in SOAR's
+    cost, so that the plans' phi and the network agree on what a link carries)."""
+    fastest = max((link.rate for link in topo.links), default=1.0)
+    out: dict[str, dict[int, int]] = {}
+    for link in topo.links:
+        pps = max(1, round(link_pps * link.rate / fastest))
+        for end in (link.a, link.b):
+            if end.port is not None and end.node in topo.switches:
+                out.setdefault(end.node, {})[end.port] = pps
+    return out
+
+
+def switch_setup(topo: Topology, link_pps: int | None) -> dict[str, tuple[str, ...]]:
+    """Every switch's queue commands: deep queues (a window's burst is never tail-dropped),
+    and in the link-bound regime each port's drain rate."""
+    rates = link_rates_pps(topo, link_pps) if link_pps else {}
+    return {sw: queue_commands([QueueSetting(depth=QUEUE_DEPTH),
+                                *(QueueSetting(rate_pps=pps, port=port)
+                                  for port, pps in sorted(rates.get(sw, {}).items()))])
+            for sw in topo.switches}
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """The busiest uplink of the plans: messages per chunk over it / its rate (SOAR's
+    weight). A link-bound stream's goodput is set by this maximum, as phi is set by the sum."""
+
+    switch: str
+    messages: int       # per chunk, every job's on this uplink
+    load: float         # messages / rate
+
+
+def bottleneck(jps: list[JobPlan]) -> Bottleneck:
+    msgs: dict[str, int] = {}
+    weight: dict[str, float] = {}
+    for jp in jps:
+        for v in range(1, jp.tree.n):
+            s = jp.tree.ids[v]
+            weight[s] = float(jp.tree.weight[v])
+            msgs[s] = msgs.get(s, 0) + jp.msgs.get(s, 0)
+    s = max(sorted(msgs), key=lambda x: msgs[x] * weight[x])
+    return Bottleneck(s, msgs[s], msgs[s] * weight[s])
 
 
 def default_workload(topo: Topology) -> Workload:
@@ -179,7 +233,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                     inflight: int | None = None, jobs: int = 1,
                     workload_path: str | None = None, seed: int = 0, pcap: bool = False,
                     progress: bool = True, timers: Timers | None = None,
-                    multicast: bool = True,
+                    multicast: bool = True, link_pps: int | None = None,
                     before_plan: Callable[[Any, str], None] | None = None
                     ) -> list[StrategyRun]:
     """Run every strategy's plan in one network. `before_plan(network, strategy)` runs before
@@ -222,7 +276,10 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     first = next(iter(plans.values()))
     intent = network_intent(topo, first, drop_probability=loss)
     held: Held = held_slots(intent.entries())
-    setup = queue_commands([QueueSetting(depth=QUEUE_DEPTH)])
+    if link_pps is not None and not 1 <= link_pps <= 100_000:
+        raise InputError(f"--link-pps must be in 1..100000 packets/s, got {link_pps}")
+    setup = switch_setup(topo, link_pps)
+    rates = link_rates_pps(topo, link_pps) if link_pps else {}
     with controlled_network(topo, out, intent.entries(), replication=intent.replication(),
                             setup=setup, pcap=pcap) as cn:
         addresses, ctl = cn.addresses, cn.controller
@@ -269,6 +326,12 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
             for jp in jps:
                 for s, m in jp.msgs.items():
                     msgs[s] = msgs.get(s, 0) + m
+            neck = bottleneck(jps)
+            neck_pps = 0
+            if rates:  # the busiest uplink's rate, and how busy it was over the stream
+                port = next(uplink_ports(topo, jp)[neck.switch] for jp in jps
+                            if neck.switch in jp.tree.ids[1:])
+                neck_pps = rates[neck.switch][port]
             results.append(StrategyRun(
                 strategy=name, k=k, blue=tuple(sorted({b for jp in jps for b in jp.blue})),
                 rounds=chunks, predicted_cost=sum(jp.plan.cost for jp in jps),
@@ -285,7 +348,12 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                 switch_packets=received,
                 multicast_results=int(dest_out.get("multicast_results", 0)),
                 asked=sum(int(w.get("nacked", 0)) for w in workers_out),
-                nacks=sum(int(d.get("nacks", 0)) for d in dest_out.get("jobs", {}).values())))
+                nacks=sum(int(d.get("nacks", 0)) for d in dest_out.get("jobs", {}).values()),
+                link_pps=link_pps, bottleneck_switch=neck.switch,
+                bottleneck_load=neck.load, bottleneck_messages=neck.messages,
+                bottleneck_pps=neck_pps,
+                bottleneck_use=(every.get(neck.switch, 0) / (neck_pps * duration)
+                                if neck_pps and duration > 0 else 0.0)))
             _write_results(out, results, topo, workloads)  # a long run keeps what it has
     return results
 
@@ -422,6 +490,20 @@ def _write_results(out: Path, results: list[StrategyRun], topo: Topology,
                      f"{r.measured_cost:.4g} | {'yes' if r.cost_matches else 'NO'} | "
                      f"{r.total_cost:.4g} | {r.retransmissions} | {r.duration_s:.1f} | "
                      f"{r.goodput_values_per_s:.0f} | {'yes' if r.sums_exact else 'NO'} |")
+    if r0 is not None and r0.link_pps:
+        lines += ["", f"Link-bound regime: the fastest link drains {r0.link_pps} packets/s. "
+                  "Goodput is set by the plan's busiest uplink (messages per chunk / rate); "
+                  "the busiest link's use is its packets over its rate x the stream's "
+                  "duration.", "",
+                  "| strategy | busiest uplink | messages per chunk / rate | its pps | "
+                  "busy | values/s | its pps x 32 / messages |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in results:
+            predicted = (r.bottleneck_pps * VECTOR_LEN * r.jobs / r.bottleneck_messages
+                         if r.bottleneck_messages else 0.0)
+            lines.append(f"| {r.strategy} | {r.bottleneck_switch} | {r.bottleneck_load:.4g} | "
+                         f"{r.bottleneck_pps} | {r.bottleneck_use:.0%} | "
+                         f"{r.goodput_values_per_s:.0f} | {predicted:.0f} |")
     ok = all(r.cost_matches and r.sums_exact for r in results)
     verdict = ("Every strategy's measured cost equals its predicted phi and every sum is "
                "exact." if ok else "Some measurement departs from the prediction: see the "

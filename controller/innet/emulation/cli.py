@@ -94,6 +94,14 @@ def register(sub: Any) -> None:
                           "trips (RFC 6298) but never goes below this (default 5)")
     agg.add_argument("--rto-ceiling-ms", type=float_in(1.0, 60_000.0), default=1000.0,
                      metavar="MS", help="... nor above this, backoff included (default 1000)")
+    agg.add_argument("--link-pps", type=int_in(1, 100_000), default=None, metavar="PPS",
+                     help="the link-bound regime: every switch port drains PPS x (its link's "
+                          "rate / the fastest link's) packets/s (BMv2 queue rates), so the "
+                          "busiest link sets the goodput as in a real network and SOAR's "
+                          "saving in messages shows as speed. Keep the switches' total below "
+                          "what BMv2 sustains on this machine (benchmarks/aggregation_bench.py "
+                          "measures it; 400 on bt15 with two cores). Default: no rates, the "
+                          "CPU-bound regime")
     agg.add_argument("--unicast-results", action="store_true",
                      help="the destination sends each result to every worker itself instead "
                           "of once for the switches to copy down the tree (to compare)")
@@ -172,7 +180,8 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
                                   seed=args.seed, pcap=args.pcap,
                                   timers=Timers(args.rto_floor_ms / 1e3,
                                                 args.rto_ceiling_ms / 1e3),
-                                  multicast=not args.unicast_results)
+                                  multicast=not args.unicast_results,
+                                  link_pps=args.link_pps)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     # first transmissions are counted apart from what is sent again: cost == phi, lossy or not

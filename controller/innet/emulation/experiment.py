@@ -57,7 +57,7 @@ class ControlledNetwork:
     network: RunningNetwork
     controller: Controller
     addresses: dict[str, SwitchAddress]
-    setup: tuple[str, ...]
+    setup: dict[str, tuple[str, ...]]  # switch -> its set-up commands (queues)
 
     def host(self, name: str) -> Any:
         return self.network.host(name)
@@ -78,20 +78,21 @@ class ControlledNetwork:
 
 def _targets(addresses: Mapping[str, SwitchAddress], entries: Mapping[str, Sequence[Entry]],
              replication: Mapping[str, Sequence[Replication]] | None,
-             setup: tuple[str, ...]) -> dict[str, SwitchTarget]:
+             setup: Mapping[str, tuple[str, ...]]) -> dict[str, SwitchTarget]:
     pre = replication or {}
-    return {s: SwitchTarget(tuple(es), setup, tuple(pre.get(s, ()))) for s, es in entries.items()
-            if s in addresses}
+    return {s: SwitchTarget(tuple(es), setup.get(s, ()), tuple(pre.get(s, ())))
+            for s, es in entries.items() if s in addresses}
 
 
 @contextlib.contextmanager
 def controlled_network(topo: Topology, out: Path, entries: Mapping[str, Sequence[Entry]], *,
                        replication: Mapping[str, Sequence[Replication]] | None = None,
-                       setup: Sequence[str] = (), pcap: bool = False,
+                       setup: Sequence[str] | Mapping[str, Sequence[str]] = (),
+                       pcap: bool = False,
                        pipeline: Pipeline | None = None,
                        timeout: float = SYNC_TIMEOUT) -> Iterator[ControlledNetwork]:
-    """The network up, every switch holding `entries` and `replication` (and `setup` sent),
-    until the body ends.
+    """The network up, every switch holding `entries` and `replication` (and `setup` sent:
+    the same commands to every switch, or per switch), until the body ends.
 
     The switches start without a program (as switches the controller did not start would):
     the controller's first pass loads it."""
@@ -99,7 +100,8 @@ def controlled_network(topo: Topology, out: Path, entries: Mapping[str, Sequence
     with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as net, \
             events_to(out / "logs" / "controller.log"):
         addresses = local_addresses(topo)
-        setup_t = tuple(setup)
+        setup_t = ({sw: tuple(cmds) for sw, cmds in setup.items()}
+                   if isinstance(setup, Mapping) else dict.fromkeys(addresses, tuple(setup)))
         initial = _targets(addresses, entries, replication, setup_t)
         with Controller(addresses, pipeline, initial, sideband=run_cli) as ctl:
             ctl.wait_synced(timeout)
