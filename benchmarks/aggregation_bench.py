@@ -1,6 +1,7 @@
 """Aggregation at the data plane's speed: what BMv2 carries here, and what the stream uses.
 
     sudo .venv/bin/python benchmarks/aggregation_bench.py [--values 1048576] [--loss 0 0.01 0.05]
+        [--values-at 0.05=131072] [--link-pps 400] [--link-values 131072]
 
 Measured in one run, both sides of every figure at once:
 
@@ -18,6 +19,10 @@ Measured in one run, both sides of every figure at once:
    and its share of the blast's, and whether the first-transmission cost equals phi. With
    --compare, the same with results sent unicast and the old timers (2-4 s without loss,
    0.2-0.5 s with), as before results were multicast.
+4. The link-bound regime (--link-pps): every port drains its link's rate, so the plan's
+   busiest uplink sets the goodput. Per strategy: goodput, the busiest uplink's messages per
+   chunk and use of its rate; then SOAR's goodput over all-red's against the ratio of their
+   bottleneck loads computed from the plans.
 
 Needs root, Mininet and BMv2. Run it alone on the machine: it is a measurement.
 """
@@ -152,6 +157,14 @@ def main() -> int:
     parser.add_argument("--values", type=int, default=1 << 20,
                         help="values each worker streams (default 2^20)")
     parser.add_argument("--loss", type=float, nargs="+", default=[0.0, 0.01, 0.05])
+    parser.add_argument("--values-at", nargs="*", default=["0.05=131072"], metavar="LOSS=N",
+                        help="a smaller stream at these losses (default 0.05=131072: at 5%% "
+                             "loss 2^20 values take about half an hour per strategy here)")
+    parser.add_argument("--link-pps", type=int, default=400,
+                        help="the link-bound regime's fastest link, packets/s (0: skip it)")
+    parser.add_argument("--link-values", type=int, default=1 << 17,
+                        help="values per worker in the link-bound regime (default 2^17: "
+                             "all-red's 16 messages per chunk at 400 packets/s take 164 s)")
     parser.add_argument("--compare", action="store_true",
                         help="also run with unicast results and the old timers")
     parser.add_argument("--out", type=Path, default=Path("runs") / "aggregation-bench")
@@ -172,27 +185,53 @@ def main() -> int:
     variants = [("multicast results, RTT timers", True, Timers())]
     if args.compare:
         variants.append(("unicast results, old timers", False, Timers(2.0, 4.0, 2.0)))
+    sizes = {float(k): int(v) for k, v in (item.split("=") for item in args.values_at)}
     rows = []
     for label, multicast, timers in variants:
         for loss in args.loss:
+            values = sizes.get(loss, args.values)
             old = not multicast and loss > 0
             results = run_aggregation(str(BT15), args.out / f"{label[:9]}-loss-{loss}",
-                                      strategies=("soar", "all-red"), k=4, values=args.values,
+                                      strategies=("soar", "all-red"), k=4, values=values,
                                       loss=loss, multicast=multicast,
                                       timers=Timers(0.2, 0.5, 0.5) if old else timers,
                                       progress=False)
             for r in results:
-                rows.append([label, f"{loss:.0%}", r.strategy, r.values, r.window,
+                rows.append([label, f"{loss:.0%}", r.strategy, r.values, r.window, r.inflight,
                              r.retransmissions, r.duration_s, round(r.goodput_values_per_s),
                              round(r.switch_pps), f"{r.switch_pps / capacity:.0%}",
                              "yes" if r.cost_matches else "NO",
                              "yes" if r.sums_exact else "NO"])
             print("\n3. aggregation on bt15 (CPU-bound: no link rates set):")
-            print(format_table(["variant", "loss", "strategy", "values", "window",
+            print(format_table(["variant", "loss", "strategy", "values", "window", "in flight",
                                 "retransmissions", "duration s", "values/s", "switch pps",
                                 "of blast", "cost == phi", "exact"], rows, digits=1),
                   flush=True)
+    if args.link_pps:
+        link_bound(args.out / "link-bound", args.link_pps, args.link_values)
     return 0
+
+
+def link_bound(out: Path, link_pps: int, values: int) -> None:
+    results = run_aggregation(str(BT15), out, strategies=("soar", "all-red"), k=4,
+                              values=values, link_pps=link_pps, progress=False)
+    rows = [[r.strategy, r.values, r.duration_s, round(r.goodput_values_per_s),
+             r.bottleneck_switch, r.bottleneck_messages, r.bottleneck_pps,
+             f"{r.bottleneck_use:.0%}",
+             round(r.bottleneck_pps * ap.VECTOR_LEN / r.bottleneck_messages),
+             "yes" if r.cost_matches else "NO", "yes" if r.sums_exact else "NO"]
+            for r in results]
+    print(f"\n4. the link-bound regime on bt15: every port drains its link's rate, the "
+          f"fastest {link_pps} packets/s:")
+    print(format_table(["strategy", "values", "duration s", "values/s", "busiest uplink",
+                        "its messages per chunk", "its pps", "busy", "its pps x 32 / messages",
+                        "cost == phi", "exact"], rows, digits=1))
+    soar, red = results
+    measured = soar.goodput_values_per_s / red.goodput_values_per_s
+    predicted = red.bottleneck_load / soar.bottleneck_load
+    print(f"SOAR / all-red goodput: {measured:.2f}x; their bottleneck loads (largest messages "
+          f"per chunk / rate): {red.bottleneck_load:g} / {soar.bottleneck_load:g} = "
+          f"{predicted:.2f}x; measured / predicted = {measured / predicted:.2f}", flush=True)
 
 
 if __name__ == "__main__":
