@@ -371,7 +371,8 @@ def test_a_result_lost_on_the_way_down_is_asked_for_by_that_worker_alone() -> No
     assert [w.done for w in workers] == [True, False, True]
     assert workers[1].poll(0.021) == []                # within the reordering allowance
     again = workers[1].poll(0.023)
-    assert [p.chunk for p in again] == [0] and workers[1].lost_results == 1
+    assert [(p.chunk, p.nack, p.bitmap) for p in again] == [(0, True, 0b10)]  # a request
+    assert workers[1].lost_results == workers[1].result_requests == 1
     answers = dest.receive(again[0], now=0.03)          # a finished chunk: answered ...
     assert [(wi, p.chunk, p.result) for wi, p in answers] == [(1, 0, True)]  # ... to it alone
     workers[1].receive(answers[0][1], 0.04)

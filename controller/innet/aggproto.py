@@ -219,8 +219,12 @@ class Worker:
     results: dict[int, AggPacket] = field(default_factory=dict)
     retransmissions: int = 0
     nacked: int = 0        # of the retransmissions, those the destination asked for
-    lost_results: int = 0  # ... and those for a RESULT a later one said was sent (lost here)
+    lost_results: int = 0  # RESULTs a later one showed lost on the way here (asks)
     timeouts: int = 0      # ... and those the stream's timer sent
+    # RESULTs asked of the destination (one a later RESULT showed lost on the way here): a
+    # request flagged RESULT | NACK, which switches forward untouched, not a contribution
+    # that every blue switch on the way would answer with its stored sum again
+    result_requests: int = 0
     sent: int = 0
     _next: int = 0
     _low: int = 0
@@ -351,9 +355,9 @@ class Worker:
 
     def _send_asked(self, now: float) -> list[AggPacket]:
         """The chunks asked for go now; their timer restarts without backoff (a request says
-        the path works and what is missing; a timeout says neither), except a RESULT known
-        lost: asked again after a repair's round trip, 1.5x per try, since no new RESULT may
-        come to reveal it again once the window has stalled."""
+        the path works and what is missing; a timeout says neither). A RESULT known lost is
+        asked of the destination instead, and again after a repair's round trip, 1.5x per
+        try, since no new RESULT may come to reveal it again once the window has stalled."""
         out = []
         for i in sorted(self._asked):
             if i in self.results:
@@ -364,8 +368,12 @@ class Worker:
                 self.max_rto, self.repair_rto * 1.5 ** min(lost - 1, _MAX_BACKOFF_STEPS)))
             self._sent_at[i] = now
             self._repaired[i] = (now, i not in self._repaired)
-            self.retransmissions += 1
-            out.append(self.packet(i))
+            if lost is None:
+                self.retransmissions += 1
+                out.append(self.packet(i))
+            else:  # the chunk is complete at the destination: ask it for the RESULT alone
+                self.result_requests += 1
+                out.append(nack_packet(self.job, self.first_chunk + i, 1 << self.index))
         self._asked.clear()
         return out
 
@@ -454,6 +462,7 @@ class Destination:
     nack_floor_s: float = 0.005
     nack_ceiling_s: float = 1.0
     nacks: int = 0              # NACK packets sent (one per worker asked)
+    requests: int = 0           # workers' requests for a RESULT they lost, answered
     _answered: dict[tuple[int, int], float] = field(default_factory=dict)
     _low: int = 0               # the oldest chunk not complete
     _due: dict[int, float] = field(default_factory=dict)   # chunk -> when to ask for it
@@ -477,8 +486,15 @@ class Destination:
         """(worker index, packet) pairs to send. `now`: the time, for the hold-off and the
         loss recovery (None: answer every duplicate, ask for nothing)."""
         i = (pkt.chunk - self.first_chunk) & _MASK32
-        if (pkt.job != self.job or pkt.flags & FLAG_RESULT or i >= self.chunks
-                or pkt.bitmap & ~self.full):
+        if pkt.job != self.job or i >= self.chunks or pkt.bitmap & ~self.full:
+            return []
+        if pkt.nack:  # a worker lost this chunk's RESULT: answer it if the chunk is complete
+            st = self.state.get(i)
+            if st is None or st.bitmap != self.full:
+                return []
+            self.requests += 1
+            return self._answer(pkt, st, pkt.bitmap)
+        if pkt.flags & FLAG_RESULT:
             return []
         if now is not None and self.nack:
             self._reveal(i, pkt.bitmap, now)

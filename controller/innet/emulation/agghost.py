@@ -118,7 +118,8 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
     return {"job": args.job, "worker": args.worker, "done": w.done, "start": start,
             "end": end, "chunks": len(w.chunks), "sent": w.sent,
             "retransmissions": w.retransmissions, "nacked": w.nacked,
-            "lost_results": w.lost_results, "timeouts": w.timeouts,
+            "lost_results": w.lost_results, "result_requests": w.result_requests,
+            "timeouts": w.timeouts,
             "latency_ms": _percentiles(w.latency.values()), "srtt": w.srtt, "max_rtt": w.max_rtt,
             "rto": w.rto, "retransmitted_chunks": w.retransmitted_chunks()[:100],
             "overflow": any(r.overflow for r in w.results.values()),
@@ -188,6 +189,7 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
     return {"packets": packets, "ce_marked": ce, "multicast_results": multicasts, "jobs": {
         str(j): {"complete": d.complete, "chunks": d.chunks, "duplicates": d.duplicates,
                  "resent": d.resent, "nacks": d.nacks, "nack_rto": d.nack_rto,
+                 "requests": d.requests,
                  "counts_ok": all(s.count == d.workers and s.bitmap == d.full
                                   for s in d.state.values()),
                  "overflow": any(s.overflow for s in d.state.values()),
