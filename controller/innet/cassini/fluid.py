@@ -290,6 +290,7 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
         s.left = s.shift  # wait for the first start
         s.grid = grids[s.profile.name]
     queue = [0.0] * len(names)
+    queued: set[int] = set()  # links whose queue is not empty
     threshold = config.threshold_kb * 8e-3  # KB -> Mbit
     buffer = config.buffer_kb * 8e-3
     per_packet = config.packet_bytes * 8e-6  # Mbit
@@ -323,7 +324,10 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
             for link, hops in s.links:
                 offered[link] += hops * gbps
                 shares[link].append((s, hops * gbps))
-        for i in range(len(names)):
+        # only links offered traffic or holding a queue can change: an idle, empty link
+        # stays empty and marks nothing (skipping it leaves every sum as it was)
+        active = {link for s in up for link, _ in s.links} | queued
+        for i in sorted(active):
             slope = offered[i] - capacity[i]
             above = _time_above(queue[i], slope, dt, threshold)
             if above > 0:
@@ -335,10 +339,15 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
                 excess[i] += slope * dt
                 overloaded[i] += dt
             queue[i] = min(buffer, max(0.0, queue[i] + slope * dt))
+            if queue[i] > 0:
+                queued.add(i)
+            else:
+                queued.discard(i)
         t += dt
+        rate_of = {id(s): r for s, r in zip(up, rates, strict=True)}
         for s in state:
             if s.seg >= 0 and s.segments[s.seg][0]:
-                s.left -= rates[up.index(s)] * dt
+                s.left -= rate_of[id(s)] * dt
             else:
                 s.left -= dt
         for s in state:
