@@ -41,7 +41,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from innet.cassini.fluid import (
 )
 from innet.cassini.profiles import JobProfile
 from innet.cassini.scheduler import ClusterPlan, ring_hops
+from innet.cassini.tracesim import JobOutcome, TraceResult, TraceSchedule, ideal_ms, trace_bound
 from innet.errors import InputError
 from innet.routing import next_hops
 from innet.topology import Topology
@@ -276,6 +277,79 @@ def build_config(network: Network, run: Ns3Run, config: FluidConfig,
                       for s, t in network.next_hops.items()},
         "jobs": jobs,
     }
+
+
+def trace_config(network: Network, sched: TraceSchedule, config: FluidConfig,
+                 settings: Ns3Settings, stop_ms: float) -> dict[str, Any]:
+    """Config version 2 (a trace): version 1's fields, and per job `ready_ms` (placed then),
+    `after` (the jobs that held its GPUs: it starts once they have left), `iterations` (it
+    trains them and leaves) and `shifts` ([from ms, shift ms], CASSINI's re-plans; empty
+    without agents) in place of `shift_ms`. No warm-up: a job's completion time counts from
+    its arrival, slow start included; connections open at time 0 (as a collective library
+    sets up its rings before training)."""
+    run = Ns3Run(sched.mode, tuple(j.profile for j in sched.jobs), sched.placement, {},
+                 sched.traffic, sched.capacity_gbps)
+    cfg = build_config(network, run, replace(config, realign_pct=None),
+                       replace(settings, warmup=0), stop_ms)
+    grids = realign_grid(run.jobs, run.traffic)
+    cfg["version"] = 2
+    by_name = {j.name: j for j in sched.jobs}
+    for entry in cfg["jobs"]:
+        job = by_name[entry["name"]]
+        del entry["shift_ms"]
+        entry.update({"ready_ms": job.ready_ms, "after": list(job.after),
+                      "iterations": job.iterations,
+                      "shifts": [[a, s] for a, s in job.shifts]})
+        entry["realign"] = (None if not job.shifts else
+                            {"pct": config.realign_pct if config.realign_pct is not None
+                             else 5.0, "budget_pct": config.realign_budget_pct,
+                             "grid_ms": grids[job.name]})
+    return cfg
+
+
+def trace_estimate(network: Network, sched: TraceSchedule, settings: Ns3Settings) -> Estimate:
+    """A trace's cost: every job's iterations' packets over its paths' links (exact
+    counts: each job trains a known number of iterations), and the trace's span bound."""
+    scale = rate_scale(network, settings)
+    pairs = flows(sched.placement)
+    packets = 0.0
+    for job in sched.jobs:
+        hops = sum(len(path_of(network, a, b)) - 1 for a, b in pairs.get(job.name, []))
+        per_iteration = job.profile.volume_mbit * 1e6 * scale / 8 / MSS
+        packets += 1.5 * per_iteration * hops * job.iterations
+    flows_n = sum(len(v) for v in pairs.values())
+    memory = 30 + 0.05 * (len(network.hosts) + len(network.switches)) + 0.3 * flows_n
+    return Estimate(trace_bound(sched), packets, packets / PACKET_HOPS_PER_S, memory)
+
+
+def trace_result(sched: TraceSchedule, raw: Mapping[str, Any]) -> TraceResult:
+    """Version 2's output as a TraceResult: start, finish and iterations per job; marks at
+    switch queues charged to the jobs by hops x volume, as `to_result` does."""
+    if not raw.get("complete"):
+        raise RuntimeError(f"the ns-3 run stopped at {raw.get('duration_ms', 0):.0f} ms before "
+                           "every job had left (its bound did not hold)")
+    volume = {j.name: j.profile.volume_mbit for j in sched.jobs}
+    job_marks = {j.name: 0.0 for j in sched.jobs}
+    total = 0.0
+    for q in raw["queues"]:
+        if not q["switch"]:
+            continue
+        marks = float(q["marks"])
+        total += marks
+        per = sched.traffic.get(f"{q['from']}->{q['to']}", {})
+        weight = {k: hops * volume[k] for k, hops in per.items()}
+        wsum = sum(weight.values())
+        for k, w in weight.items():
+            job_marks[k] += marks * w / wsum if wsum > 0 else 0.0
+    by_name = {j["name"]: j for j in raw["jobs"]}
+    out = []
+    for j in sched.jobs:
+        r = by_name[j.name]
+        out.append(JobOutcome(j.name, j.profile.iteration_ms, j.arrival_ms, ideal_ms(j),
+                              float(r["start_ms"]), float(r["finish_ms"]),
+                              tuple(float(x) for x in r["iterations_ms"]), job_marks[j.name],
+                              int(r["realignments"])))
+    return TraceResult(sched.mode, tuple(out), total, float(raw["duration_ms"]))
 
 
 @dataclass(frozen=True)
@@ -510,6 +584,18 @@ class Ns3Engine:
         cfg = build_config(network, run, config, self.settings, stop)
         timeout = self.settings.timeout_s or max(60.0, 3 * est.wall_s)
         return to_result(run, run_config(program, cfg, timeout), self.settings.warmup)
+
+    def trace(self, topology: Topology, sched: TraceSchedule,
+              config: FluidConfig) -> TraceResult:
+        """A trace's schedule on ns-3 (config version 2)."""
+        hosts = sorted({h for hs in sched.placement.values() for h in hs})
+        network = network_of(topology, hosts)
+        est = trace_estimate(network, sched, self.settings)
+        check_estimate(est, config.force)
+        program = build_program()
+        cfg = trace_config(network, sched, config, self.settings, 4 * est.span_ms + 10_000.0)
+        timeout = self.settings.timeout_s or max(60.0, 3 * est.wall_s)
+        return trace_result(sched, run_config(program, cfg, timeout))
 
     def plan(self, topology: Topology, plan: ClusterPlan, config: FluidConfig,
              only: set[str] | None = None) -> FluidResult:
