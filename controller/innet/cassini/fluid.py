@@ -170,32 +170,34 @@ def segments(job: JobProfile) -> list[tuple[bool, float, float]]:
 
 def _max_min(active: Sequence[_Job], capacity: Sequence[float]) -> list[float]:
     """Progressive filling: raise every unfrozen job's rate together until a link fills or a
-    job reaches its phase's Gbps; hops weigh a job's use of a link."""
+    job reaches its phase's Gbps; hops weigh a job's use of a link. Only the links of the
+    active jobs are touched (the arithmetic is the same, in the same order)."""
     rate = [0.0] * len(active)
-    room = list(capacity)
-    frozen = [False] * len(active)
+    links = [j.links for j in active]
+    room: dict[int, float] = {}
+    tol: dict[int, float] = {}
+    for ls in links:
+        for link, _ in ls:
+            room[link] = capacity[link]
+            tol[link] = _EPS * max(1.0, capacity[link])
     want = [j.segments[j.seg][2] for j in active]
-    while not all(frozen):
+    live = list(range(len(active)))
+    while live:
         load: dict[int, float] = {}
-        for i, j in enumerate(active):
-            if not frozen[i]:
-                for link, hops in j.links:
-                    load[link] = load.get(link, 0.0) + hops
-        step = min((want[i] - rate[i] for i in range(len(active)) if not frozen[i]),
-                   default=math.inf)
-        for link, weight in load.items():
-            step = min(step, room[link] / weight)
+        for i in live:
+            for link, hops in links[i]:
+                load[link] = load.get(link, 0.0) + hops
+        step = min(min(want[i] - rate[i] for i in live),
+                   min((room[link] / weight for link, weight in load.items()),
+                       default=math.inf))
         step = max(step, 0.0)
-        for i, j in enumerate(active):
-            if not frozen[i]:
-                rate[i] += step
-                for link, hops in j.links:
-                    room[link] -= step * hops
-        full = {link for link in load if room[link] <= _EPS * max(1.0, capacity[link])}
-        for i, j in enumerate(active):
-            if not frozen[i] and (rate[i] >= want[i] - _EPS
-                                  or any(link in full for link, _ in j.links)):
-                frozen[i] = True
+        for i in live:
+            rate[i] += step
+            for link, hops in links[i]:
+                room[link] -= step * hops
+        full = {link for link in load if room[link] <= tol[link]}
+        live = [i for i in live if not (rate[i] >= want[i] - _EPS
+                                        or any(link in full for link, _ in links[i]))]
     return rate
 
 
@@ -350,8 +352,9 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
                 s.left -= rate_of[id(s)] * dt
             else:
                 s.left -= dt
+        done_at = _EPS * max(1.0, t)
         for s in state:
-            while s.left <= _EPS * max(1.0, t):
+            while s.left <= done_at:
                 _advance(s, t, config)
     return FluidResult(label, tuple(JobRun(s.profile.name, s.profile.iteration_ms,
                                            tuple(s.times[:config.iterations]), s.marks,
