@@ -517,7 +517,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
     gpus = sum(h.gpus for h in topo.hosts.values())
     if args.json:
-        print_json({"wrote": args.output, "trace": args.kind, "jobs": len(trace.jobs),
+        print_json({"wrote": str(args.output), "trace": args.kind, "jobs": len(trace.jobs),
                     "gpus": gpus})
         return 0
     print(f"wrote {args.output}: {trace.description}")
