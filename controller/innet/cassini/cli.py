@@ -393,7 +393,8 @@ def _engine(args: argparse.Namespace) -> Engine | None:
         else:
             topo = load_topology(args.topology)
             fastest = max((link.mbps or 0.0) for link in topo.links) / 1000.0
-        print(f"engine: {engine.describe(fastest)}",
+        trace = getattr(args, "trace", None) is not None
+        print(f"engine: {engine.describe(fastest, trace)}",
               file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return engine
 

@@ -563,8 +563,9 @@ class Ns3Engine:
     settings: Ns3Settings = field(default_factory=Ns3Settings)
     name: str = "ns3"
 
-    def describe(self, fastest_gbps: float) -> str:
-        """One line for the output: what runs, and the rate scale."""
+    def describe(self, fastest_gbps: float, trace: bool = False) -> str:
+        """One line for the output: what runs, and the rate scale (a trace has no warm-up:
+        its completion times count slow start)."""
         fastest = fastest_gbps
         scale = (self.settings.rate_scale if self.settings.rate_scale is not None
                  else min(1.0, DEFAULT_TARGET_GBPS / fastest))
@@ -572,8 +573,10 @@ class Ns3Engine:
                    else "ns-3 random per-packet ECMP (not innet's routes)")
         return (f"ns-3 {NS3_VERSION}, DCTCP + RED/ECN; rates scaled x{scale:.3g} (fastest link "
                 f"{fastest:g} -> {fastest * scale:.3g} Gbps, delays x{1 / scale:.3g}); "
-                f"{routing}; {self.settings.warmup} warm-up iteration(s) not measured; marks "
-                "in simulated packets")
+                f"{routing}; "
+                + ("no warm-up (JCT from arrival, slow start included)" if trace else
+                   f"{self.settings.warmup} warm-up iteration(s) not measured")
+                + "; marks in simulated packets")
 
     def run(self, network: Network, run: Ns3Run, config: FluidConfig) -> FluidResult:
         est = estimate(network, run, config, self.settings)
