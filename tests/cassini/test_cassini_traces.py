@@ -291,3 +291,9 @@ def test_ns3_trace_without_contention_is_the_ideal_plus_packets() -> None:
     assert r.marks == 0
     fluid = {j.name: j for j in simulate_trace(sched, FluidConfig(iterations=1)).jobs}
     assert fluid["a"].jct_ms == 720.0 and fluid["c"].start_ms == 720.0
+    alone = {j.name: j for j in Ns3Engine().trace_alone(topo, sched,
+                                                         FluidConfig(iterations=1)).jobs}
+    for name in "ab":  # they met no one in the run either
+        assert alone[name].jct_ms == pytest.approx(out[name].jct_ms, rel=1e-3)
+    assert alone["c"].start_ms == 100.0  # alone: nobody holds its GPUs
+    assert alone["c"].jct_ms == pytest.approx(2 * 300, rel=0.02)

@@ -35,6 +35,9 @@ class Engine(Protocol):
     def trace(self, topology: Topology, sched: TraceSchedule,
               config: FluidConfig) -> TraceResult: ...
 
+    def trace_alone(self, topology: Topology, sched: TraceSchedule,
+                    config: FluidConfig) -> TraceResult: ...
+
     def link(self, jobs: Sequence[JobProfile], capacity_gbps: float,
              shifts_ms: Mapping[str, float], config: FluidConfig,
              label: str) -> FluidResult: ...

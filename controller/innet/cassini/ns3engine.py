@@ -600,6 +600,44 @@ class Ns3Engine:
         timeout = self.settings.timeout_s or max(60.0, 3 * est.wall_s)
         return trace_result(sched, run_config(program, cfg, timeout))
 
+    def trace_alone(self, topology: Topology, sched: TraceSchedule,
+                    config: FluidConfig) -> TraceResult:
+        """The no-contention ideal on packets: every job of `sched` where it sits, alone on
+        the network (no other job's packets on any link it uses, nor waiting for anyone),
+        from its ready time. Jobs that share no link run together in one ns-3 run (they
+        cannot meet), so a placement costs a few runs, not one per job."""
+        used: dict[str, set[frozenset[str]]] = {}
+        for link, per in sched.traffic.items():
+            a, b = link.split("->")
+            for job in per:
+                used.setdefault(job, set()).add(frozenset((a, b)))
+        batches: list[tuple[list[str], set[frozenset[str]]]] = []
+        for run in sched.jobs:
+            mine = used.get(run.name, set())
+            for names, links in batches:
+                if not links & mine:
+                    names.append(run.name)
+                    links |= mine
+                    break
+            else:
+                batches.append(([run.name], set(mine)))
+        outcomes: dict[str, JobOutcome] = {}
+        for names, _ in batches:
+            keep = set(names)
+            sub = TraceSchedule(
+                sched.mode, tuple(replace(j, after=(), shifts=()) for j in sched.jobs
+                                  if j.name in keep),
+                {j: sched.placement[j] for j in keep},
+                {link: {k: v for k, v in per.items() if k in keep}
+                 for link, per in sched.traffic.items() if keep & set(per)},
+                sched.capacity_gbps, sched.rounds)
+            sub = replace(sub, capacity_gbps={link: sched.capacity_gbps[link]
+                                              for link in sub.traffic})
+            for o in self.trace(topology, sub, replace(config, realign_pct=None)).jobs:
+                outcomes[o.name] = o
+        jobs = tuple(outcomes[j.name] for j in sched.jobs)
+        return TraceResult("ideal", jobs, 0.0, max((o.finish_ms for o in jobs), default=0.0))
+
     def plan(self, topology: Topology, plan: ClusterPlan, config: FluidConfig,
              only: set[str] | None = None) -> FluidResult:
         run = run_of_plan(plan, only)
