@@ -509,9 +509,12 @@ def cmd_trace(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     trace = make_trace(args.kind, topo, args.seed, args.index, count=args.trace_jobs,
                        load=args.load, iterations=args.trace_iterations)
+    lo, hi = args.trace_iterations
+    extra = (f" --trace-jobs {args.trace_jobs} --load {args.load:g}" if args.kind == "poisson"
+             else "")
     data = trace.to_dict() | {"comment": f"innet cassini trace {args.kind} --topology "
                                          f"{args.topology} --seed {args.seed} --index "
-                                         f"{args.index}"}
+                                         f"{args.index} --trace-iterations {lo}-{hi}{extra}"}
     try:
         Path(args.output).write_text(dumps(data, indent=1) + "\n")
     except OSError as exc:
