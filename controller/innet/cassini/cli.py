@@ -185,11 +185,13 @@ def register(sub: Any) -> None:
                     "times\n(PREFIXcdf.png), a polar plot of a link's circle before and after "
                     "the shifts\n(PREFIXcircle.png) and the figures (PREFIXsummary.json).")
     what = ev.add_mutually_exclusive_group(required=True)
-    what.add_argument("--jobs", metavar="JOBS.json", help="the jobs file")
+    what.add_argument("--jobs", metavar="JOBS.json",
+                      help="the jobs file (give this or --trace; no default)")
     what.add_argument("--trace", metavar="TRACE.json",
                       help="a trace file (`cassini trace` writes one; needs --topology): jobs "
                            "arrive, are placed on the GPUs free then, train and leave; prints "
-                           "job completion times per arm with the no-contention ideal")
+                           "job completion times per arm with the no-contention ideal (give "
+                           "this or --jobs; no default)")
     where = ev.add_mutually_exclusive_group(required=True)
     where.add_argument("--capacity", type=_positive, metavar="GBPS",
                        help="all jobs share one link of this many Gbps (give this or "
@@ -360,11 +362,13 @@ def _cluster_args(p: argparse.ArgumentParser, *, required: bool,
         p.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
     else:
         what = p.add_mutually_exclusive_group(required=True)
-        what.add_argument("--jobs", metavar="JOBS.json", help="the jobs file (its jobs with "
-                                                              "hosts are the running ones)")
+        what.add_argument("--jobs", metavar="JOBS.json",
+                          help="the jobs file: its jobs with hosts are the running ones "
+                               "(give this or --trace; no default)")
         what.add_argument("--trace", choices=KINDS,
                           help="draw a trace of this kind per draw instead (`cassini trace "
-                               "--help` says what each is); prints job completion times")
+                               "--help` says what each is); prints job completion times "
+                               "(give this or --jobs; no default)")
     p.add_argument("--candidates", type=_count, default=20,
                    help="candidate placements the base proposes (default 20)")
     _geometry_args(p)
