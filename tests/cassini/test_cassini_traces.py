@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -297,3 +298,24 @@ def test_ns3_trace_without_contention_is_the_ideal_plus_packets() -> None:
         assert alone[name].jct_ms == pytest.approx(out[name].jct_ms, rel=1e-3)
     assert alone["c"].start_ms == 100.0  # alone: nobody holds its GPUs
     assert alone["c"].jct_ms == pytest.approx(2 * 300, rel=0.02)
+
+
+def test_replanned_shifts_move_running_jobs_least() -> None:
+    """A re-plan translates each component by one common time: relative shifts (what the
+    links' interleaving depends on) stay the plan's, and a running job keeps its shift."""
+    from innet.cassini.traces import _keep_running
+
+    topo = load_topology(LEAFSPINE)
+    jobs = [replace(zoo_job("VGG19", "a", 2), hosts=("h1", "h5")),
+            replace(zoo_job("VGG19", "b", 2), hosts=("h2", "h6"))]
+    plan = schedule(topo, jobs, candidates=1, checked=0).base_shifted
+    assert plan.shifts_ms["b"] != plan.shifts_ms["a"]  # they share the l1-l2 links
+    kept = _keep_running(plan, {"b": 10.0})
+    assert kept["b"] == pytest.approx(10.0)
+    rel = (plan.shifts_ms["b"] - plan.shifts_ms["a"]) % 240
+    assert (kept["b"] - kept["a"]) % 240 == pytest.approx(rel)
+
+
+def test_unknown_trace_kind_is_refused() -> None:
+    with pytest.raises(InputError, match="unknown trace"):
+        make_trace("burst", load_topology(LEAFSPINE), 0)
