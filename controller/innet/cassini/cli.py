@@ -244,7 +244,12 @@ def register(sub: Any) -> None:
                     "and as a\nslowdown (iteration time / the job's own), marks in total, and "
                     "the draws where\nCASSINI is worse than the base by more than 1% in any "
                     "of them. Writes sweep.json,\nsweep.txt (the table) and sweep-cdf.png to "
-                    "--out.")
+                    "--out.\n\nWith --trace KIND instead of --jobs, draw i is a fresh trace "
+                    "of that kind\n(`cassini trace KIND --index i`), replayed through the base "
+                    "and CASSINI, and the\ntable is job completion times (mean, p99) per "
+                    "arm beside the no-contention ideal\nand CASSINI's share of the ideal's "
+                    "gain; a loss is more than 2% worse in any of\nthem. Writes sweep.json "
+                    "and sweep.txt.")
     _cluster_args(sw, required=True, trace=True)
     _trace_args(sw)
     sw.add_argument("--draws", type=_count, default=40, help="random draws (default 40)")
