@@ -319,3 +319,14 @@ def test_replanned_shifts_move_running_jobs_least() -> None:
 def test_unknown_trace_kind_is_refused() -> None:
     with pytest.raises(InputError, match="unknown trace"):
         make_trace("burst", load_topology(LEAFSPINE), 0)
+
+
+def test_the_ns3_run_is_bounded_by_cpu_time_not_the_wall_clock(tmp_path: Path) -> None:
+    """A starved run is not a stuck one: the bound is the program's CPU time."""
+    from innet.cassini.ns3engine import run_config
+
+    spin = tmp_path / "spin"
+    spin.write_text("#!/bin/sh\nwhile :; do :; done\n")
+    spin.chmod(0o755)
+    with pytest.raises(InputError, match="of CPU"):
+        run_config(spin, {}, 1.0)

@@ -38,9 +38,10 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -503,8 +504,23 @@ def build_program(install: Ns3Install | None = None) -> Path:
     return out
 
 
+def _cpu_limit(seconds: float) -> Callable[[], None]:
+    def apply() -> None:
+        import resource
+
+        cap = max(1, math.ceil(seconds))
+        resource.setrlimit(resource.RLIMIT_CPU, (cap, cap + 5))
+    return apply
+
+
 def run_config(program: Path, cfg: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Run the simulator on one config (niced: it shares the machine); its JSON result."""
+    """Run the simulator on one config (niced: it shares the machine); its JSON result.
+
+    `timeout_s` bounds the program's CPU time, not the wall clock: a niced run on a machine
+    that others' work keeps busy may be starved for minutes (a 20-draw sweep here died on a
+    wall-clock limit while BMv2 benchmarks held both cores), and that is no sign that it
+    will not finish. The wall clock only stops a run that makes no progress at all (20x).
+    """
     with tempfile.TemporaryDirectory(prefix="innet-ns3-") as tmp:
         cpath, rpath = Path(tmp) / "config.json", Path(tmp) / "result.json"
         cpath.write_text(json.dumps(cfg))
@@ -512,10 +528,15 @@ def run_config(program: Path, cfg: Mapping[str, Any], timeout_s: float) -> dict[
         if shutil.which("nice"):
             argv = ["nice", "-n", "19", *argv]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(argv, capture_output=True, text=True,
+                                  timeout=20 * timeout_s + 600,
+                                  preexec_fn=_cpu_limit(timeout_s))
         except subprocess.TimeoutExpired:
-            raise InputError(f"the ns-3 run took longer than {timeout_s:.0f} s; lower "
-                             "--iterations or --rate-scale") from None
+            raise InputError(f"the ns-3 run made no progress for {20 * timeout_s + 600:.0f} s "
+                             "of wall time; lower --iterations or --rate-scale") from None
+        if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU):
+            raise InputError(f"the ns-3 run took more than {timeout_s:.0f} s of CPU; lower "
+                             "--iterations or --rate-scale")
         if proc.returncode != 0:
             msg = proc.stderr.strip().splitlines()
             raise RuntimeError(f"the ns-3 program failed ({proc.returncode}): "
