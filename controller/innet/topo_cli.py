@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from innet.argtypes import int_in
+from innet.argtypes import float_in, int_in
 from innet.errors import InputError
 from innet.jsonout import print_json
 from innet.oldflags import renamed
@@ -42,6 +42,9 @@ def register(sub: Any) -> None:
                           "2..18 (K^2 * 5/4 switches, K^3/4 hosts; default 4)")
     renamed(gen, "-k", "--ports", "topo gen fattree",
             "-k is the aggregation budget in the soar, deploy and run commands")
+    gen.add_argument("--mbps", type=float_in(0, 1e7, low_open=True), default=None,
+                     help="fattree: every link's rate in Mbps (default: none; CASSINI's "
+                          "planning and its ns-3 engine need one, e.g. 50000)")
     gen.add_argument("--leaves", type=int_in(1, 500), default=None,
                      help="leafspine: leaves (default 6)")
     gen.add_argument("--spines", type=int_in(1, 64), default=None,
@@ -82,9 +85,10 @@ def _fat_tree_k(text: str) -> int:
 
 
 # which sizing options each shape takes: one given to another shape is refused, not ignored
-_SHAPE_OPTIONS = {"bt": ("depth", "hosts_per_leaf"), "fattree": ("ports",),
+_SHAPE_OPTIONS = {"bt": ("depth", "hosts_per_leaf"), "fattree": ("ports", "mbps"),
                   "leafspine": ("leaves", "spines", "hosts_per_leaf")}
 _FLAGS = {"depth": "--depth", "hosts_per_leaf": "--hosts-per-leaf", "ports": "--ports",
+          "mbps": "--mbps",
           "leaves": "--leaves", "spines": "--spines"}
 
 
@@ -107,7 +111,7 @@ def cmd_gen(args: argparse.Namespace) -> int:
         data = binary_tree_topology(given("depth", 4), given("hosts_per_leaf", 2))
     elif args.shape == "fattree":
         try:
-            data = fat_tree_topology(given("ports", 4))
+            data = fat_tree_topology(given("ports", 4), args.mbps)
         except ValueError as exc:
             raise InputError(str(exc)) from None
     else:

@@ -93,8 +93,10 @@ def binary_tree_topology(depth: int = 4, hosts_per_leaf: int = 2) -> dict[str, A
     return b.result(aggregation={"destination": "h0"})
 
 
-def fat_tree_topology(k: int = 4) -> dict[str, Any]:
-    """The k-ary fat-tree: (k/2)^2 core, k pods of k/2 aggregation and k/2 edge switches."""
+def fat_tree_topology(k: int = 4, mbps: float | None = None) -> dict[str, Any]:
+    """The k-ary fat-tree: (k/2)^2 core, k pods of k/2 aggregation and k/2 edge switches.
+    `mbps` gives every link a rate (CASSINI's planning and the ns-3 engine need one);
+    without it the links have none, as BMv2's emulation wants."""
     if k < 2 or k % 2:
         raise ValueError(f"fat-tree k must be even and >= 2, got {k}")
     half = k // 2
@@ -107,14 +109,14 @@ def fat_tree_topology(k: int = 4) -> dict[str, Any]:
         edges = [b.switch(f"e{pod + 1}{j + 1}") for j in range(half)]
         for e in edges:
             for _ in range(half):
-                b.link(b.host(f"h{host_i}"), e)
+                b.link(b.host(f"h{host_i}"), e, mbps=mbps)
                 host_i += 1
         for e in edges:
             for a in aggs:
-                b.link(e, a)
+                b.link(e, a, mbps=mbps)
         for j, a in enumerate(aggs):
             for c in range(half):
-                b.link(a, cores[j * half + c])
+                b.link(a, cores[j * half + c], mbps=mbps)
     return b.result(aggregation={"destination": "h1"})
 
 

@@ -82,9 +82,21 @@ struct Job
     double startMs = NAN;
     std::vector<double> times;
     uint32_t realigned = 0;
+    // config version 2 (traces): the job waits for `after` and ready_ms, trains `iterations`
+    // and leaves; its shift may change at later rounds (`shifts`)
+    double readyMs = 0;
+    std::vector<Job*> dependents;
+    uint32_t waitingOn = 0;
+    bool started = false;
+    bool finished = false;
+    double startedMs = NAN;
+    double finishMs = NAN;
+    std::vector<std::pair<double, double>> shifts;  // (from ms, shift ms)
+    double alignedShift = NAN;
 };
 
 std::vector<std::unique_ptr<Job>> g_jobs;
+int g_version = 1;
 double g_epochMs = 0;
 uint32_t g_mss = 1448;
 bool g_stopped = false;
@@ -100,7 +112,7 @@ AllMeasured()
 {
     for (const auto& j : g_jobs)
     {
-        if (j->times.size() < j->iterations)
+        if (g_version >= 2 ? !j->finished : j->times.size() < j->iterations)
         {
             return false;
         }
@@ -210,6 +222,131 @@ BeginIteration(Job* job)
     StartSegment(job);
 }
 
+// ---- version 2: traces (innet.cassini.tracesim documents the same rules for the fluid model)
+
+double
+CurrentShift(const Job* job, double t)
+{
+    double s = job->shifts.empty() ? 0.0 : job->shifts.front().second;
+    for (const auto& [at, shift] : job->shifts)
+    {
+        if (at <= t + 1e-9)
+        {
+            s = shift;
+        }
+    }
+    return s;
+}
+
+// From t to the next point of shift + m grid (0 when t is on it).
+double
+ToGrid(double shift, double grid, double t)
+{
+    double wait = std::fmod(shift - t, grid);
+    if (wait < 0)
+    {
+        wait += grid;
+    }
+    return (wait <= 1e-6 || grid - wait <= 1e-6) ? 0.0 : wait;
+}
+
+void
+Restart(Job* job)
+{
+    job->startMs = NowMs();
+    job->seg = 0;
+    StartSegment(job);
+}
+
+void TryStart(Job* job);
+
+void
+Finish(Job* job)
+{
+    job->finished = true;
+    job->finishMs = NowMs();
+    for (Job* d : job->dependents)
+    {
+        if (--d->waitingOn == 0)
+        {
+            TryStart(d);
+        }
+    }
+    if (AllMeasured() && !g_stopped)
+    {
+        g_stopped = true;
+        Simulator::Stop();
+    }
+}
+
+// A job may start once the jobs that held its GPUs have left and its ready time has come;
+// an agent first waits for the grid of its shift.
+void
+TryStart(Job* job)
+{
+    if (job->waitingOn > 0 || job->started)
+    {
+        return;
+    }
+    double t = NowMs();
+    if (t < job->readyMs - 1e-9)
+    {
+        Simulator::Schedule(MilliSeconds(1) * (job->readyMs - t), &TryStart, job);
+        return;
+    }
+    job->started = true;
+    job->startedMs = t;
+    double wait = 0;
+    if (job->realign)
+    {
+        job->alignedShift = CurrentShift(job, t);
+        wait = ToGrid(job->alignedShift, job->gridMs, t);
+    }
+    Simulator::Schedule(MilliSeconds(1) * wait, &Restart, job);
+}
+
+// An iteration of a trace's job is over: leave after the last; otherwise apply a new shift
+// (whatever the wait) or re-align as version 1 does.
+void
+EndIteration(Job* job)
+{
+    double t = NowMs();
+    job->times.push_back(t - job->startMs);
+    if (job->times.size() >= job->iterations)
+    {
+        Finish(job);
+        return;
+    }
+    double wait = 0;
+    if (job->realign)
+    {
+        double shift = CurrentShift(job, t);
+        wait = ToGrid(shift, job->gridMs, t);
+        if (shift != job->alignedShift)
+        {
+            job->alignedShift = shift;
+        }
+        else
+        {
+            double late = wait > 0 ? std::fmod(job->gridMs - wait, job->gridMs) : 0.0;
+            double period = job->iterationMs;
+            if (!(late > job->realignPct / 100.0 * period &&
+                  wait <= job->budgetPct / 100.0 * period + 1e-9))
+            {
+                wait = 0;
+            }
+        }
+    }
+    if (wait > 0)
+    {
+        ++job->realigned;
+        job->times.back() += wait;  // counted in the iteration it ends, as version 1
+        Simulator::Schedule(MilliSeconds(1) * wait, &Restart, job);
+        return;
+    }
+    Restart(job);
+}
+
 // The current segment is over: the next one, or the next iteration (CASSINI's agent first
 // checks the job against the grid of its interleaving, as innet.cassini.fluid._advance does).
 void
@@ -219,6 +356,11 @@ Advance(Job* job)
     {
         ++job->seg;
         StartSegment(job);
+        return;
+    }
+    if (g_version >= 2)
+    {
+        EndIteration(job);
         return;
     }
     if (job->seg >= 0 && job->realign)
@@ -339,9 +481,10 @@ main(int argc, char** argv)
             Fail(std::string(argv[1]) + ": not JSON: " + e.what());
         }
     }
-    if (Field<int>(cfg, "version", "config") != 1)
+    g_version = Field<int>(cfg, "version", "config");
+    if (g_version != 1 && g_version != 2)
     {
-        Fail("config.version: expected 1");
+        Fail("config.version: expected 1 or 2");
     }
     const json& queue = cfg.at("queue");
     const uint32_t k = Field<uint32_t>(queue, "k_packets", "queue");
@@ -543,8 +686,23 @@ main(int argc, char** argv)
         auto job = std::make_unique<Job>();
         job->name = Field<std::string>(jc, "name", where);
         job->iterationMs = Field<double>(jc, "iteration_ms", where);
-        job->shiftMs = Field<double>(jc, "shift_ms", where);
         job->iterations = Field<uint32_t>(jc, "iterations", where);
+        if (!(job->iterationMs > 0) || job->iterations < 1)
+        {
+            Fail(where + ": iteration_ms must be > 0 and iterations >= 1");
+        }
+        if (g_version >= 2)
+        {
+            job->readyMs = Field<double>(jc, "ready_ms", where);
+            for (const auto& e : jc.at("shifts"))
+            {
+                job->shifts.emplace_back(e.at(0).get<double>(), e.at(1).get<double>());
+            }
+        }
+        else
+        {
+            job->shiftMs = Field<double>(jc, "shift_ms", where);
+        }
         for (const auto& sc : jc.at("segments"))
         {
             Segment s{};
@@ -602,9 +760,49 @@ main(int argc, char** argv)
             g_sinks.push_back(std::move(sink));
             job->flows.push_back(std::move(flow));
         }
-        double shift = std::fmod(job->shiftMs, job->iterationMs);
-        Simulator::Schedule(MilliSeconds(1) * (g_epochMs + shift), &BeginIteration, job.get());
+        if (job->realign && !(job->gridMs > 0))
+        {
+            Fail(where + ".realign.grid_ms must be > 0");
+        }
+        if (g_version == 1)
+        {
+            double shift = std::fmod(job->shiftMs, job->iterationMs);
+            Simulator::Schedule(MilliSeconds(1) * (g_epochMs + shift), &BeginIteration,
+                                job.get());
+        }
         g_jobs.push_back(std::move(job));
+    }
+    if (g_version >= 2)  // who waits for whom: after all jobs are known
+    {
+        std::map<std::string, Job*> byName;
+        for (const auto& j : g_jobs)
+        {
+            byName[j->name] = j.get();
+        }
+        size_t i = 0;
+        for (const auto& jc : cfg.at("jobs"))
+        {
+            Job* job = g_jobs[i++].get();
+            for (const auto& a : jc.at("after"))
+            {
+                auto name = a.get<std::string>();
+                if (!byName.count(name) || byName[name] == job)
+                {
+                    Fail("jobs[" + std::to_string(i - 1) + "].after: no other job '" + name +
+                         "'");
+                }
+                byName[name]->dependents.push_back(job);
+                ++job->waitingOn;
+            }
+        }
+        for (const auto& j : g_jobs)
+        {
+            if (j->waitingOn == 0)
+            {
+                Simulator::Schedule(MilliSeconds(1) * (g_epochMs + j->readyMs), &TryStart,
+                                    j.get());
+            }
+        }
     }
 
     Simulator::Stop(MilliSeconds(1) * (g_epochMs + stopMs));
@@ -613,7 +811,7 @@ main(int argc, char** argv)
     double endMs = NowMs();
 
     json out;
-    out["version"] = 1;
+    out["version"] = g_version;
     out["complete"] = complete;
     out["duration_ms"] = endMs;
     out["jobs"] = json::array();
@@ -627,10 +825,16 @@ main(int argc, char** argv)
         std::vector<double> times(j->times.begin(),
                                   j->times.begin() +
                                       std::min<size_t>(j->times.size(), j->iterations));
-        out["jobs"].push_back({{"name", j->name},
-                               {"iterations_ms", times},
-                               {"realignments", j->realigned},
-                               {"bytes", bytes}});
+        json entry = {{"name", j->name},
+                      {"iterations_ms", times},
+                      {"realignments", j->realigned},
+                      {"bytes", bytes}};
+        if (g_version >= 2)
+        {
+            entry["start_ms"] = j->startedMs;
+            entry["finish_ms"] = j->finishMs;
+        }
+        out["jobs"].push_back(entry);
     }
     out["queues"] = json::array();
     for (const auto& key : order)

@@ -35,6 +35,13 @@ from innet.cassini.profiles import (
     zoo_assumptions,
 )
 from innet.cassini.scheduler import Schedule, schedule
+from innet.cassini.traces import (
+    DEFAULT_ITERATIONS,
+    DEFAULT_LOAD,
+    DEFAULT_POISSON_JOBS,
+    KINDS,
+    MAX_TRACE_JOBS,
+)
 from innet.errors import InputError, one_line, quote
 from innet.jsonout import dumps, print_json
 from innet.outpaths import output_dir, output_file
@@ -65,6 +72,29 @@ with each job's demand rolled around a circle of its iteration time (jobs with d
 iteration times share a circle of their LCM). 1: the jobs never ask for more than the link
 carries; lower: they collide (it can go below 0). A shift of s ms means the job's traffic
 (its iteration) starts s ms after the common epoch; the first job is at 0."""
+
+
+TRACE_HELP = """\
+Write a trace: jobs of the model zoo, each with the time it arrives (arrival_ms) and the
+iterations it trains (iterations). `cassini evaluate --trace FILE --topology T` replays it;
+`cassini sweep --trace KIND` draws one per draw (draw i = --seed S --index i here).
+
+  snapshot  every job present at time 0, the cluster exactly full, none pinned: the
+            scheduler places them all at once (GPU counts 2-6, so on racks of 4 servers
+            many jobs span racks and share uplinks)
+  dynamic   jobs of every model take about 2/3 of the GPUs at time 0 and train 3x as long;
+            once they run, network-heavy jobs (DLRM, VGG11/16/19) arrive together and
+            take every GPU left (fragments across racks)
+  poisson   --trace-jobs jobs arrive with exponential gaps at --load; a job that does not
+            fit waits; each leaves when trained
+
+Replaying: at every arrival and departure the running jobs keep their GPUs, the queued ones
+go to the GPUs free then (the Themis-like base, or CASSINI's pick among its candidates),
+and CASSINI re-plans every running job's shift (its agents apply a new shift at the next
+iteration). Departures are predicted at each job's own pace; when the measured run is
+slower, a job waits for the GPUs it was given. Reported: job completion time (arrival to
+leaving), mean and p99, per arm, with the no-contention ideal and CASSINI's share of the
+ideal's gain."""
 
 
 MIN_PRECISION_DEG = 0.001  # 360,000 steps per iteration: finer is noise, and slow
@@ -154,7 +184,14 @@ def register(sub: Any) -> None:
                     "CASSINI's placement with its shifts. Writes to --out a CDF of iteration "
                     "times\n(PREFIXcdf.png), a polar plot of a link's circle before and after "
                     "the shifts\n(PREFIXcircle.png) and the figures (PREFIXsummary.json).")
-    ev.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
+    what = ev.add_mutually_exclusive_group(required=True)
+    what.add_argument("--jobs", metavar="JOBS.json",
+                      help="the jobs file (give this or --trace; no default)")
+    what.add_argument("--trace", metavar="TRACE.json",
+                      help="a trace file (`cassini trace` writes one; needs --topology): jobs "
+                           "arrive, are placed on the GPUs free then, train and leave; prints "
+                           "job completion times per arm with the no-contention ideal (give "
+                           "this or --jobs; no default)")
     where = ev.add_mutually_exclusive_group(required=True)
     where.add_argument("--capacity", type=_positive, metavar="GBPS",
                        help="all jobs share one link of this many Gbps (give this or "
@@ -207,8 +244,14 @@ def register(sub: Any) -> None:
                     "and as a\nslowdown (iteration time / the job's own), marks in total, and "
                     "the draws where\nCASSINI is worse than the base by more than 1% in any "
                     "of them. Writes sweep.json,\nsweep.txt (the table) and sweep-cdf.png to "
-                    "--out.")
-    _cluster_args(sw, required=True)
+                    "--out.\n\nWith --trace KIND instead of --jobs, draw i is a fresh trace "
+                    "of that kind\n(`cassini trace KIND --index i`), replayed through the base "
+                    "and CASSINI, and the\ntable is job completion times (mean, p99) per "
+                    "arm beside the no-contention ideal\nand CASSINI's share of the ideal's "
+                    "gain; a loss is more than 2% worse in any of\nthem. Writes sweep.json "
+                    "and sweep.txt.")
+    _cluster_args(sw, required=True, trace=True)
+    _trace_args(sw)
     sw.add_argument("--draws", type=_count, default=40, help="random draws (default 40)")
     sw.add_argument("--iterations", type=_count, default=40,
                     help="iterations measured per job and arm (default 40)")
@@ -227,6 +270,23 @@ def register(sub: Any) -> None:
                     help='print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
                          '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')
     sw.set_defaults(func=cmd_sweep)
+
+    tr = csub.add_parser(
+        "trace", help="write one of the paper's traces: snapshot, dynamic or poisson",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=TRACE_HELP)
+    tr.add_argument("kind", choices=KINDS, help="the trace's kind")
+    tr.add_argument("--topology", required=True, metavar="TOPO.json",
+                    help="the cluster the trace is for (its GPUs size the trace)")
+    tr.add_argument("-o", "--output", type=output_file(), required=True, metavar="TRACE.json",
+                    help="the trace file to write")
+    tr.add_argument("--seed", type=SEED, default=0, help="the draw's seed (default 0)")
+    tr.add_argument("--index", type=int_in(0, 1_000_000), default=0,
+                    help="which draw of that seed (a sweep's draw i is index i; default 0)")
+    _trace_args(tr)
+    tr.add_argument("--json", action="store_true",
+                    help='print {"wrote", "trace", "jobs", "gpus"}')
+    tr.set_defaults(func=cmd_trace)
 
     prof = csub.add_parser(
         "profile", help="a job profile from a packet capture of its traffic",
@@ -265,6 +325,32 @@ def register(sub: Any) -> None:
     zoo.set_defaults(func=cmd_zoo)
 
 
+def _iteration_span(text: str) -> tuple[int, int]:
+    parts = text.split("-")
+    try:
+        lo, hi = (int(parts[0]), int(parts[-1])) if len(parts) <= 2 else (0, -1)
+    except ValueError:
+        lo, hi = 0, -1
+    if not 1 <= lo <= hi <= 100_000:
+        raise argparse.ArgumentTypeError(f"expected N or LO-HI with 1 <= LO <= HI <= 100000, "
+                                         f"got {text!r}")
+    return lo, hi
+
+
+def _trace_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace-jobs", type=int_in(1, MAX_TRACE_JOBS),
+                   default=DEFAULT_POISSON_JOBS,
+                   help=f"poisson: jobs that arrive (default {DEFAULT_POISSON_JOBS})")
+    p.add_argument("--load", type=float_in(0, 100, low_open=True), default=DEFAULT_LOAD,
+                   help="poisson: GPU demand over the cluster's GPUs; sets the mean gap "
+                        f"between arrivals (default {DEFAULT_LOAD:g})")
+    p.add_argument("--trace-iterations", type=_iteration_span, default=DEFAULT_ITERATIONS,
+                   metavar="LO-HI",
+                   help="iterations each job trains, drawn in [LO, HI] (dynamic: the running "
+                        f"jobs train 3x as long; default {DEFAULT_ITERATIONS[0]}-"
+                        f"{DEFAULT_ITERATIONS[1]})")
+
+
 def _geometry_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision-deg", type=_precision, default=DEFAULT_PRECISION_DEG,
                    metavar="D", help="angle step of the shift search, in degrees of the "
@@ -273,10 +359,21 @@ def _geometry_args(p: argparse.ArgumentParser) -> None:
                    help="seed of the search's random restarts and of the candidates")
 
 
-def _cluster_args(p: argparse.ArgumentParser, *, required: bool) -> None:
+def _cluster_args(p: argparse.ArgumentParser, *, required: bool,
+                  trace: bool = False) -> None:
     p.add_argument("--topology", required=required, metavar="TOPO.json",
                    help="hosts (with gpus), switches and links with Mbps")
-    p.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
+    if not trace:
+        p.add_argument("--jobs", required=True, metavar="JOBS.json", help="the jobs file")
+    else:
+        what = p.add_mutually_exclusive_group(required=True)
+        what.add_argument("--jobs", metavar="JOBS.json",
+                          help="the jobs file: its jobs with hosts are the running ones "
+                               "(give this or --trace; no default)")
+        what.add_argument("--trace", choices=KINDS,
+                          help="draw a trace of this kind per draw instead (`cassini trace "
+                               "--help` says what each is); prints job completion times "
+                               "(give this or --jobs; no default)")
     p.add_argument("--candidates", type=_count, default=20,
                    help="candidate placements the base proposes (default 20)")
     _geometry_args(p)
@@ -305,7 +402,9 @@ def _engine(args: argparse.Namespace) -> Engine | None:
         else:
             topo = load_topology(args.topology)
             fastest = max((link.mbps or 0.0) for link in topo.links) / 1000.0
-        print(f"engine: {engine.describe(fastest)}")
+        trace = getattr(args, "trace", None) is not None
+        print(f"engine: {engine.describe(fastest, trace)}",
+              file=sys.stderr if getattr(args, "json", False) else sys.stdout)
     return engine
 
 
@@ -413,11 +512,80 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------- evaluate
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from innet.cassini.traces import make_trace
+
+    topo = load_topology(args.topology)
+    trace = make_trace(args.kind, topo, args.seed, args.index, count=args.trace_jobs,
+                       load=args.load, iterations=args.trace_iterations)
+    lo, hi = args.trace_iterations
+    extra = (f" --trace-jobs {args.trace_jobs} --load {args.load:g}" if args.kind == "poisson"
+             else "")
+    data = trace.to_dict() | {"comment": f"innet cassini trace {args.kind} --topology "
+                                         f"{args.topology} --seed {args.seed} --index "
+                                         f"{args.index} --trace-iterations {lo}-{hi}{extra}"}
+    try:
+        Path(args.output).write_text(dumps(data, indent=1) + "\n")
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror}", source=args.output) from None
+    gpus = sum(h.gpus for h in topo.hosts.values())
+    if args.json:
+        print_json({"wrote": str(args.output), "trace": args.kind, "jobs": len(trace.jobs),
+                    "gpus": gpus})
+        return 0
+    print(f"wrote {args.output}: {trace.description}")
+    return 0
+
+
+def _evaluate_trace(args: argparse.Namespace, config: FluidConfig,
+                    engine: Engine | None) -> int:
+    from innet.cassini.scheduler import DEFAULT_CHECK
+    from innet.cassini.traces import check_fits, load_trace
+    from innet.cassini.tracesweep import evaluate_trace, evaluation_trace_text
+
+    if args.topology is None:
+        raise InputError("--trace needs --topology (the cluster the jobs arrive in)")
+    topo = load_topology(args.topology)
+    trace = load_trace(args.trace)
+    from innet.cassini.scheduler import cluster_from_topology
+
+    check_fits(trace, cluster_from_topology(topo))
+    agents = replace(DEFAULT_CHECK, threshold_kb=config.threshold_kb,
+                     realign_pct=config.realign_pct if config.realign_pct is not None else 5.0,
+                     realign_budget_pct=config.realign_budget_pct, force=config.force)
+    draw = evaluate_trace(topo, trace, seed=args.seed, candidates=args.candidates,
+                          checked=args.checked, agents=agents, engine=engine)
+    _warn(draw.warnings)
+    out = Path(args.out)
+    prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.trace).stem}-"
+    path = out / f"{prefix}summary.json"
+    path.write_text(dumps(draw.to_dict(), indent=1) + "\n")
+    if args.json:
+        print_json(draw.to_dict())
+        return 0
+    print(f"{Path(args.trace).name} on {args.topology}: {trace.description or trace.kind}; "
+          f"{len(trace.jobs)} jobs, "
+          + ("fluid engine" if engine is None else f"{engine.name} engine")
+          + f"; CASSINI's agents re-align past {agents.realign_pct:g}%")
+    print(evaluation_trace_text(draw))
+    print(f"wrote {path}")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     config = FluidConfig(iterations=args.iterations, threshold_kb=args.threshold_kb,
                          realign_pct=args.realign_pct,
                          realign_budget_pct=args.realign_budget_pct, force=args.force)
     config.check()
+    if args.trace is not None:
+        if args.capacity is not None:
+            raise InputError("--trace needs --topology, not --capacity")
+        engine = _engine(args)
+        try:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create: {exc.strerror}", source=str(args.out)) from None
+        return _evaluate_trace(args, config, engine)
     jobs = load_jobs(args.jobs)
     engine = _engine(args)
     out = Path(args.out)
@@ -464,7 +632,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from innet.cassini.sweep import summarise, sweep, sweep_text
 
     topo = load_topology(args.topology)
-    jobs = load_jobs(args.jobs)
+    jobs = load_jobs(args.jobs) if args.jobs is not None else ()
     out = (Path(args.out) if args.out
            else Path("runs") / time.strftime("cassini-sweep-%Y%m%d-%H%M%S"))
     try:
@@ -475,6 +643,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     engine = _engine(args)
     workers = args.workers or os.cpu_count() or 1
     from innet.progress import bar as progress_bar
+
+    if args.trace is not None:
+        return _sweep_traces(args, topo, out, agents, engine, workers)
 
     with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
         draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
@@ -499,6 +670,39 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     print(text)
     print(f"\nwrote {out / 'sweep.txt'}, {out / 'sweep.json'}, {out / 'sweep-cdf.png'}")
+    return 0
+
+
+def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidConfig,
+                  engine: Engine | None, workers: int) -> int:
+    import time
+
+    from innet.cassini.tracesweep import summarise_traces, trace_sweep, trace_sweep_text
+    from innet.progress import bar as progress_bar
+
+    t0 = time.monotonic()
+    with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
+        draws = trace_sweep(topo, args.trace, args.draws, seed=args.seed, count=args.trace_jobs,
+                            load=args.load, iterations=args.trace_iterations,
+                            candidates=args.candidates, checked=args.checked, agents=agents,
+                            engine=engine, progress=lambda _i: bar.update(1), workers=workers,
+                            dask=args.dask)
+    summary = summarise_traces(draws)
+    wall = time.monotonic() - t0
+    data = {"topology": args.topology, "trace": args.trace, "seed": args.seed,
+            "engine": args.engine, "rate_scale": args.rate_scale, "ecmp": args.ecmp,
+            "trace_iterations": list(args.trace_iterations), "trace_jobs": args.trace_jobs,
+            "load": args.load, "candidates": args.candidates, "checked": args.checked,
+            "wall_s": wall, "draws": [d.to_dict() for d in draws], "summary": summary}
+    text = trace_sweep_text(draws, summary)
+    (out / "sweep.json").write_text(dumps(data, indent=1) + "\n")
+    (out / "sweep.txt").write_text(text + "\n")
+    if args.json:
+        print_json(data)
+        return 0
+    print(text)
+    print(f"\n{len(draws)} draws in {wall:.0f} s; wrote {out / 'sweep.txt'}, "
+          f"{out / 'sweep.json'}")
     return 0
 
 

@@ -14,6 +14,7 @@ from typing import Protocol
 from innet.cassini.fluid import FluidConfig, FluidResult
 from innet.cassini.profiles import JobProfile
 from innet.cassini.scheduler import ClusterPlan
+from innet.cassini.tracesim import TraceResult, TraceSchedule
 from innet.errors import InputError
 from innet.topology import Topology
 
@@ -26,10 +27,16 @@ class Engine(Protocol):
     @property
     def name(self) -> str: ...
 
-    def describe(self, fastest_gbps: float) -> str: ...
+    def describe(self, fastest_gbps: float, trace: bool = False) -> str: ...
 
     def plan(self, topology: Topology, plan: ClusterPlan, config: FluidConfig,
              only: set[str] | None = None) -> FluidResult: ...
+
+    def trace(self, topology: Topology, sched: TraceSchedule,
+              config: FluidConfig) -> TraceResult: ...
+
+    def trace_alone(self, topology: Topology, sched: TraceSchedule,
+                    config: FluidConfig) -> TraceResult: ...
 
     def link(self, jobs: Sequence[JobProfile], capacity_gbps: float,
              shifts_ms: Mapping[str, float], config: FluidConfig,

@@ -170,32 +170,34 @@ def segments(job: JobProfile) -> list[tuple[bool, float, float]]:
 
 def _max_min(active: Sequence[_Job], capacity: Sequence[float]) -> list[float]:
     """Progressive filling: raise every unfrozen job's rate together until a link fills or a
-    job reaches its phase's Gbps; hops weigh a job's use of a link."""
+    job reaches its phase's Gbps; hops weigh a job's use of a link. Only the links of the
+    active jobs are touched (the arithmetic is the same, in the same order)."""
     rate = [0.0] * len(active)
-    room = list(capacity)
-    frozen = [False] * len(active)
+    links = [j.links for j in active]
+    room: dict[int, float] = {}
+    tol: dict[int, float] = {}
+    for ls in links:
+        for link, _ in ls:
+            room[link] = capacity[link]
+            tol[link] = _EPS * max(1.0, capacity[link])
     want = [j.segments[j.seg][2] for j in active]
-    while not all(frozen):
+    live = list(range(len(active)))
+    while live:
         load: dict[int, float] = {}
-        for i, j in enumerate(active):
-            if not frozen[i]:
-                for link, hops in j.links:
-                    load[link] = load.get(link, 0.0) + hops
-        step = min((want[i] - rate[i] for i in range(len(active)) if not frozen[i]),
-                   default=math.inf)
-        for link, weight in load.items():
-            step = min(step, room[link] / weight)
+        for i in live:
+            for link, hops in links[i]:
+                load[link] = load.get(link, 0.0) + hops
+        step = min(min(want[i] - rate[i] for i in live),
+                   min((room[link] / weight for link, weight in load.items()),
+                       default=math.inf))
         step = max(step, 0.0)
-        for i, j in enumerate(active):
-            if not frozen[i]:
-                rate[i] += step
-                for link, hops in j.links:
-                    room[link] -= step * hops
-        full = {link for link in load if room[link] <= _EPS * max(1.0, capacity[link])}
-        for i, j in enumerate(active):
-            if not frozen[i] and (rate[i] >= want[i] - _EPS
-                                  or any(link in full for link, _ in j.links)):
-                frozen[i] = True
+        for i in live:
+            rate[i] += step
+            for link, hops in links[i]:
+                room[link] -= step * hops
+        full = {link for link in load if room[link] <= tol[link]}
+        live = [i for i in live if not (rate[i] >= want[i] - _EPS
+                                        or any(link in full for link, _ in links[i]))]
     return rate
 
 
@@ -290,6 +292,7 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
         s.left = s.shift  # wait for the first start
         s.grid = grids[s.profile.name]
     queue = [0.0] * len(names)
+    queued: set[int] = set()  # links whose queue is not empty
     threshold = config.threshold_kb * 8e-3  # KB -> Mbit
     buffer = config.buffer_kb * 8e-3
     per_packet = config.packet_bytes * 8e-6  # Mbit
@@ -323,7 +326,10 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
             for link, hops in s.links:
                 offered[link] += hops * gbps
                 shares[link].append((s, hops * gbps))
-        for i in range(len(names)):
+        # only links offered traffic or holding a queue can change: an idle, empty link
+        # stays empty and marks nothing (skipping it leaves every sum as it was)
+        active = {link for s in up for link, _ in s.links} | queued
+        for i in sorted(active):
             slope = offered[i] - capacity[i]
             above = _time_above(queue[i], slope, dt, threshold)
             if above > 0:
@@ -335,14 +341,20 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
                 excess[i] += slope * dt
                 overloaded[i] += dt
             queue[i] = min(buffer, max(0.0, queue[i] + slope * dt))
+            if queue[i] > 0:
+                queued.add(i)
+            else:
+                queued.discard(i)
         t += dt
+        rate_of = {id(s): r for s, r in zip(up, rates, strict=True)}
         for s in state:
             if s.seg >= 0 and s.segments[s.seg][0]:
-                s.left -= rates[up.index(s)] * dt
+                s.left -= rate_of[id(s)] * dt
             else:
                 s.left -= dt
+        done_at = _EPS * max(1.0, t)
         for s in state:
-            while s.left <= _EPS * max(1.0, t):
+            while s.left <= done_at:
                 _advance(s, t, config)
     return FluidResult(label, tuple(JobRun(s.profile.name, s.profile.iteration_ms,
                                            tuple(s.times[:config.iterations]), s.marks,

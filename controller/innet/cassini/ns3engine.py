@@ -38,10 +38,11 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ from innet.cassini.fluid import (
 )
 from innet.cassini.profiles import JobProfile
 from innet.cassini.scheduler import ClusterPlan, ring_hops
+from innet.cassini.tracesim import JobOutcome, TraceResult, TraceSchedule, ideal_ms, trace_bound
 from innet.errors import InputError
 from innet.routing import next_hops
 from innet.topology import Topology
@@ -278,6 +280,79 @@ def build_config(network: Network, run: Ns3Run, config: FluidConfig,
     }
 
 
+def trace_config(network: Network, sched: TraceSchedule, config: FluidConfig,
+                 settings: Ns3Settings, stop_ms: float) -> dict[str, Any]:
+    """Config version 2 (a trace): version 1's fields, and per job `ready_ms` (placed then),
+    `after` (the jobs that held its GPUs: it starts once they have left), `iterations` (it
+    trains them and leaves) and `shifts` ([from ms, shift ms], CASSINI's re-plans; empty
+    without agents) in place of `shift_ms`. No warm-up: a job's completion time counts from
+    its arrival, slow start included; connections open at time 0 (as a collective library
+    sets up its rings before training)."""
+    run = Ns3Run(sched.mode, tuple(j.profile for j in sched.jobs), sched.placement, {},
+                 sched.traffic, sched.capacity_gbps)
+    cfg = build_config(network, run, replace(config, realign_pct=None),
+                       replace(settings, warmup=0), stop_ms)
+    grids = realign_grid(run.jobs, run.traffic)
+    cfg["version"] = 2
+    by_name = {j.name: j for j in sched.jobs}
+    for entry in cfg["jobs"]:
+        job = by_name[entry["name"]]
+        del entry["shift_ms"]
+        entry.update({"ready_ms": job.ready_ms, "after": list(job.after),
+                      "iterations": job.iterations,
+                      "shifts": [[a, s] for a, s in job.shifts]})
+        entry["realign"] = (None if not job.shifts else
+                            {"pct": config.realign_pct if config.realign_pct is not None
+                             else 5.0, "budget_pct": config.realign_budget_pct,
+                             "grid_ms": grids[job.name]})
+    return cfg
+
+
+def trace_estimate(network: Network, sched: TraceSchedule, settings: Ns3Settings) -> Estimate:
+    """A trace's cost: every job's iterations' packets over its paths' links (exact
+    counts: each job trains a known number of iterations), and the trace's span bound."""
+    scale = rate_scale(network, settings)
+    pairs = flows(sched.placement)
+    packets = 0.0
+    for job in sched.jobs:
+        hops = sum(len(path_of(network, a, b)) - 1 for a, b in pairs.get(job.name, []))
+        per_iteration = job.profile.volume_mbit * 1e6 * scale / 8 / MSS
+        packets += 1.5 * per_iteration * hops * job.iterations
+    flows_n = sum(len(v) for v in pairs.values())
+    memory = 30 + 0.05 * (len(network.hosts) + len(network.switches)) + 0.3 * flows_n
+    return Estimate(trace_bound(sched), packets, packets / PACKET_HOPS_PER_S, memory)
+
+
+def trace_result(sched: TraceSchedule, raw: Mapping[str, Any]) -> TraceResult:
+    """Version 2's output as a TraceResult: start, finish and iterations per job; marks at
+    switch queues charged to the jobs by hops x volume, as `to_result` does."""
+    if not raw.get("complete"):
+        raise RuntimeError(f"the ns-3 run stopped at {raw.get('duration_ms', 0):.0f} ms before "
+                           "every job had left (its bound did not hold)")
+    volume = {j.name: j.profile.volume_mbit for j in sched.jobs}
+    job_marks = {j.name: 0.0 for j in sched.jobs}
+    total = 0.0
+    for q in raw["queues"]:
+        if not q["switch"]:
+            continue
+        marks = float(q["marks"])
+        total += marks
+        per = sched.traffic.get(f"{q['from']}->{q['to']}", {})
+        weight = {k: hops * volume[k] for k, hops in per.items()}
+        wsum = sum(weight.values())
+        for k, w in weight.items():
+            job_marks[k] += marks * w / wsum if wsum > 0 else 0.0
+    by_name = {j["name"]: j for j in raw["jobs"]}
+    out = []
+    for j in sched.jobs:
+        r = by_name[j.name]
+        out.append(JobOutcome(j.name, j.profile.iteration_ms, j.arrival_ms, ideal_ms(j),
+                              float(r["start_ms"]), float(r["finish_ms"]),
+                              tuple(float(x) for x in r["iterations_ms"]), job_marks[j.name],
+                              int(r["realignments"])))
+    return TraceResult(sched.mode, tuple(out), total, float(raw["duration_ms"]))
+
+
 @dataclass(frozen=True)
 class Estimate:
     span_ms: float  # simulated, at most
@@ -429,8 +504,23 @@ def build_program(install: Ns3Install | None = None) -> Path:
     return out
 
 
+def _cpu_limit(seconds: float) -> Callable[[], None]:
+    def apply() -> None:
+        import resource
+
+        cap = max(1, math.ceil(seconds))
+        resource.setrlimit(resource.RLIMIT_CPU, (cap, cap + 5))
+    return apply
+
+
 def run_config(program: Path, cfg: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Run the simulator on one config (niced: it shares the machine); its JSON result."""
+    """Run the simulator on one config (niced: it shares the machine); its JSON result.
+
+    `timeout_s` bounds the program's CPU time, not the wall clock: a niced run on a machine
+    that others' work keeps busy may be starved for minutes (a 20-draw sweep here died on a
+    wall-clock limit while BMv2 benchmarks held both cores), and that is no sign that it
+    will not finish. The wall clock only stops a run that makes no progress at all (20x).
+    """
     with tempfile.TemporaryDirectory(prefix="innet-ns3-") as tmp:
         cpath, rpath = Path(tmp) / "config.json", Path(tmp) / "result.json"
         cpath.write_text(json.dumps(cfg))
@@ -438,10 +528,15 @@ def run_config(program: Path, cfg: Mapping[str, Any], timeout_s: float) -> dict[
         if shutil.which("nice"):
             argv = ["nice", "-n", "19", *argv]
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(argv, capture_output=True, text=True,
+                                  timeout=20 * timeout_s + 600,
+                                  preexec_fn=_cpu_limit(timeout_s))
         except subprocess.TimeoutExpired:
-            raise InputError(f"the ns-3 run took longer than {timeout_s:.0f} s; lower "
-                             "--iterations or --rate-scale") from None
+            raise InputError(f"the ns-3 run made no progress for {20 * timeout_s + 600:.0f} s "
+                             "of wall time; lower --iterations or --rate-scale") from None
+        if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU):
+            raise InputError(f"the ns-3 run took more than {timeout_s:.0f} s of CPU; lower "
+                             "--iterations or --rate-scale")
         if proc.returncode != 0:
             msg = proc.stderr.strip().splitlines()
             raise RuntimeError(f"the ns-3 program failed ({proc.returncode}): "
@@ -489,8 +584,9 @@ class Ns3Engine:
     settings: Ns3Settings = field(default_factory=Ns3Settings)
     name: str = "ns3"
 
-    def describe(self, fastest_gbps: float) -> str:
-        """One line for the output: what runs, and the rate scale."""
+    def describe(self, fastest_gbps: float, trace: bool = False) -> str:
+        """One line for the output: what runs, and the rate scale (a trace has no warm-up:
+        its completion times count slow start)."""
         fastest = fastest_gbps
         scale = (self.settings.rate_scale if self.settings.rate_scale is not None
                  else min(1.0, DEFAULT_TARGET_GBPS / fastest))
@@ -498,8 +594,10 @@ class Ns3Engine:
                    else "ns-3 random per-packet ECMP (not innet's routes)")
         return (f"ns-3 {NS3_VERSION}, DCTCP + RED/ECN; rates scaled x{scale:.3g} (fastest link "
                 f"{fastest:g} -> {fastest * scale:.3g} Gbps, delays x{1 / scale:.3g}); "
-                f"{routing}; {self.settings.warmup} warm-up iteration(s) not measured; marks "
-                "in simulated packets")
+                f"{routing}; "
+                + ("no warm-up (JCT from arrival, slow start included)" if trace else
+                   f"{self.settings.warmup} warm-up iteration(s) not measured")
+                + "; marks in simulated packets")
 
     def run(self, network: Network, run: Ns3Run, config: FluidConfig) -> FluidResult:
         est = estimate(network, run, config, self.settings)
@@ -510,6 +608,56 @@ class Ns3Engine:
         cfg = build_config(network, run, config, self.settings, stop)
         timeout = self.settings.timeout_s or max(60.0, 3 * est.wall_s)
         return to_result(run, run_config(program, cfg, timeout), self.settings.warmup)
+
+    def trace(self, topology: Topology, sched: TraceSchedule,
+              config: FluidConfig) -> TraceResult:
+        """A trace's schedule on ns-3 (config version 2)."""
+        hosts = sorted({h for hs in sched.placement.values() for h in hs})
+        network = network_of(topology, hosts)
+        est = trace_estimate(network, sched, self.settings)
+        check_estimate(est, config.force)
+        program = build_program()
+        cfg = trace_config(network, sched, config, self.settings, 4 * est.span_ms + 10_000.0)
+        timeout = self.settings.timeout_s or max(60.0, 3 * est.wall_s)
+        return trace_result(sched, run_config(program, cfg, timeout))
+
+    def trace_alone(self, topology: Topology, sched: TraceSchedule,
+                    config: FluidConfig) -> TraceResult:
+        """The no-contention ideal on packets: every job of `sched` where it sits, alone on
+        the network (no other job's packets on any link it uses, nor waiting for anyone),
+        from its ready time. Jobs that share no link run together in one ns-3 run (they
+        cannot meet), so a placement costs a few runs, not one per job."""
+        used: dict[str, set[frozenset[str]]] = {}
+        for link, per in sched.traffic.items():
+            a, b = link.split("->")
+            for job in per:
+                used.setdefault(job, set()).add(frozenset((a, b)))
+        batches: list[tuple[list[str], set[frozenset[str]]]] = []
+        for run in sched.jobs:
+            mine = used.get(run.name, set())
+            for names, links in batches:
+                if not links & mine:
+                    names.append(run.name)
+                    links |= mine
+                    break
+            else:
+                batches.append(([run.name], set(mine)))
+        outcomes: dict[str, JobOutcome] = {}
+        for names, _ in batches:
+            keep = set(names)
+            sub = TraceSchedule(
+                sched.mode, tuple(replace(j, after=(), shifts=()) for j in sched.jobs
+                                  if j.name in keep),
+                {j: sched.placement[j] for j in keep},
+                {link: {k: v for k, v in per.items() if k in keep}
+                 for link, per in sched.traffic.items() if keep & set(per)},
+                sched.capacity_gbps, sched.rounds)
+            sub = replace(sub, capacity_gbps={link: sched.capacity_gbps[link]
+                                              for link in sub.traffic})
+            for o in self.trace(topology, sub, replace(config, realign_pct=None)).jobs:
+                outcomes[o.name] = o
+        jobs = tuple(outcomes[j.name] for j in sched.jobs)
+        return TraceResult("ideal", jobs, 0.0, max((o.finish_ms for o in jobs), default=0.0))
 
     def plan(self, topology: Topology, plan: ClusterPlan, config: FluidConfig,
              only: set[str] | None = None) -> FluidResult:

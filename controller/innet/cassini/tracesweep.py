@@ -1,0 +1,278 @@
+"""Traces as evaluations and sweeps: job completion times for the base and CASSINI.
+
+One draw is one trace (`traces.make_trace(kind, topology, seed, index)`), replayed through
+the base and CASSINI (`traces.plan_trace`) and measured by an engine (the fluid model's
+`tracesim.simulate_trace`, or ns-3). Per arm: mean and p99 job completion time (JCT, from
+arrival to leaving), mean and p99 iteration slowdown, marks, re-alignments; beside them the
+no-contention ideal (each job at its own pace where the schedule placed it), and the share of
+the ideal's gain CASSINI captures, (base - CASSINI) / (base - ideal). A draw where CASSINI's
+mean or p99 JCT, or mean or p99 iteration slowdown, is worse than the base's by more than
+the tolerance is a loss. Pure functions; the CLI prints.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from innet.cassini.engine import Engine
+from innet.cassini.fluid import FluidConfig
+from innet.cassini.scheduler import DEFAULT_CHECK, DEFAULT_CHECKED
+from innet.cassini.sweep import run_tasks
+from innet.cassini.traces import (
+    DEFAULT_ITERATIONS,
+    DEFAULT_LOAD,
+    DEFAULT_POISSON_JOBS,
+    Trace,
+    jct_share,
+    make_trace,
+    plan_trace,
+)
+from innet.cassini.tracesim import TraceResult, TraceSchedule, simulate_trace
+from innet.table import format_table
+from innet.topology import Topology
+
+TRACE_TOLERANCE = 0.02
+ARMS = ("base", "base+shifts", "cassini")
+_KEYS = ("jct_mean_ms", "jct_p99_ms", "iter_mean_x", "iter_p99_x")
+
+
+@dataclass(frozen=True)
+class TraceFigures:
+    jct_mean_ms: float
+    jct_p99_ms: float
+    iter_mean_x: float
+    iter_p99_x: float
+    marks: float
+    realignments: int
+
+    @staticmethod
+    def of(r: TraceResult) -> TraceFigures:
+        (jm, jp), (im, ip) = r.jct(), r.iteration_slowdown()
+        return TraceFigures(jm, jp, im, ip, r.marks, sum(j.realignments for j in r.jobs))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class TraceDraw:
+    index: int
+    trace: Trace
+    arms: dict[str, TraceFigures]
+    ideal: tuple[float, float]  # mean and p99 JCT at every job's own pace (N x T)
+    jobs: dict[str, list[dict[str, Any]]]  # arm -> per-job outcomes
+    warnings: tuple[str, ...] = ()
+    # the same on the engine: every job alone where the base placed it (ns-3: packets take
+    # time even alone); None on the fluid model, where it is `ideal`
+    measured_ideal: tuple[float, float] | None = None
+
+    @property
+    def reference(self) -> tuple[float, float]:
+        """The ideal CASSINI is measured against: the engine's own when it has one."""
+        return self.measured_ideal if self.measured_ideal is not None else self.ideal
+
+    def worse(self, tolerance: float = TRACE_TOLERANCE) -> bool:
+        b, c = self.arms["base"], self.arms["cassini"]
+        return any(getattr(c, k) > getattr(b, k) * (1 + tolerance) for k in _KEYS)
+
+    def share(self, which: int, analytic: bool = False) -> float:
+        key = _KEYS[which]
+        ideal = self.ideal if analytic else self.reference
+        return jct_share(getattr(self.arms["base"], key), getattr(self.arms["cassini"], key),
+                         ideal[which])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"draw": self.index, "trace": self.trace.to_dict(),
+                "arms": {k: v.to_dict() for k, v in self.arms.items()},
+                "ideal": {"jct_mean_ms": self.ideal[0], "jct_p99_ms": self.ideal[1]},
+                "measured_ideal": (None if self.measured_ideal is None else
+                                   {"jct_mean_ms": self.measured_ideal[0],
+                                    "jct_p99_ms": self.measured_ideal[1]}),
+                "share_mean": _null(self.share(0)), "share_p99": _null(self.share(1)),
+                "worse": self.worse(), "jobs": self.jobs, "warnings": list(self.warnings)}
+
+
+def _null(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def run_schedule(topology: Topology, sched: TraceSchedule, agents: FluidConfig,
+                 engine: Engine | None) -> TraceResult:
+    cfg = agents if sched.agents else replace(agents, realign_pct=None)
+    if engine is None:
+        return simulate_trace(sched, cfg)
+    return engine.trace(topology, sched, cfg)
+
+
+def evaluate_trace(topology: Topology, trace: Trace, index: int = 0, *, seed: int = 0,
+                   candidates: int = 20, checked: int = DEFAULT_CHECKED,
+                   agents: FluidConfig = DEFAULT_CHECK,
+                   engine: Engine | None = None) -> TraceDraw:
+    """Plan `trace` for every arm and measure each; the ideal from the base's schedule
+    (the rounds place the same jobs at the same times in every arm: admission only counts
+    free GPUs)."""
+    plans = plan_trace(topology, trace, candidates=candidates, seed=seed, checked=checked,
+                       fluid=agents)
+    arms: dict[str, TraceFigures] = {}
+    jobs: dict[str, list[dict[str, Any]]] = {}
+    for sched in plans.arms():
+        result = run_schedule(topology, sched, agents, engine)
+        arms[sched.mode] = TraceFigures.of(result)
+        hosts = sched.placement
+        jobs[sched.mode] = [j.to_dict() | {"hosts": list(hosts[j.name])} for j in result.jobs]
+    ideal = np.asarray([j["ideal_ms"] for j in jobs["base"]], dtype=np.float64)
+    measured = None
+    if engine is not None:
+        alone = engine.trace_alone(topology, plans.base, replace(agents, realign_pct=None))
+        measured = alone.jct()
+        jobs["ideal"] = [j.to_dict() for j in alone.jobs]
+    return TraceDraw(index, trace, arms, (float(ideal.mean()), float(np.percentile(ideal, 99))),
+                     jobs, plans.cassini.warnings, measured)
+
+
+def run_trace_draw(topology: Topology, kind: str, index: int, *, seed: int = 0,
+                   count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
+                   iterations: tuple[int, int] = DEFAULT_ITERATIONS, candidates: int = 20,
+                   checked: int = DEFAULT_CHECKED, agents: FluidConfig = DEFAULT_CHECK,
+                   engine: Engine | None = None) -> TraceDraw:
+    """Draw `index`: a trace of `kind` seeded (seed, index), evaluated. Any process gives
+    the same draw."""
+    trace = make_trace(kind, topology, seed, index, count=count, load=load,
+                       iterations=iterations)
+    return evaluate_trace(topology, trace, index, seed=seed, candidates=candidates,
+                          checked=checked, agents=agents, engine=engine)
+
+
+def trace_sweep(topology: Topology, kind: str, draws: int, *, seed: int = 0,
+                count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
+                iterations: tuple[int, int] = DEFAULT_ITERATIONS, candidates: int = 20,
+                checked: int = DEFAULT_CHECKED, agents: FluidConfig = DEFAULT_CHECK,
+                engine: Engine | None = None, progress: Callable[[int], Any] | None = None,
+                workers: int = 1, dask: str | None = None) -> list[TraceDraw]:
+    make_trace(kind, topology, seed, 0, count=count, load=load, iterations=iterations)
+    task = functools.partial(run_trace_draw, topology, kind, seed=seed, count=count, load=load,
+                             iterations=iterations, candidates=candidates, checked=checked,
+                             agents=agents, engine=engine)
+    return run_tasks(task, draws, progress=progress, workers=workers, dask=dask)
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return float(math.exp(np.mean(np.log(values)))) if values else 1.0
+
+
+def summarise_traces(draws: Sequence[TraceDraw],
+                     tolerance: float = TRACE_TOLERANCE) -> dict[str, Any]:
+    """Geometric means of base / arm (above 1: faster) for JCT and iteration slowdown, the
+    ideal's (base / ideal), the share of the ideal's gain captured (pooled over draws:
+    sum of base - CASSINI over sum of base - ideal), marks in total, and the losses."""
+    out: dict[str, Any] = {"draws": len(draws), "tolerance": tolerance}
+    for arm in ("base+shifts", "cassini"):
+        g: dict[str, float] = {k: _geomean([getattr(d.arms["base"], k) / getattr(d.arms[arm], k)
+                                            for d in draws]) for k in _KEYS}
+        total = sum(d.arms[arm].marks for d in draws)
+        base_total = sum(d.arms["base"].marks for d in draws)
+        g["marks_total"] = total
+        g["marks_ratio"] = (base_total / total if total > 0
+                            else math.inf if base_total > 0 else 1.0)
+        out[arm] = g
+    out["marks_total_base"] = sum(d.arms["base"].marks for d in draws)
+    out["measured_ideal"] = all(d.measured_ideal is not None for d in draws)
+    picks: tuple[tuple[str, Callable[[TraceDraw], tuple[float, float]]], ...] = (
+        ("ideal", lambda d: d.reference), ("analytic_ideal", lambda d: d.ideal))
+    for name, pick in picks:
+        out[name] = {"jct_mean_ms": _geomean([d.arms["base"].jct_mean_ms / pick(d)[0]
+                                              for d in draws]),
+                     "jct_p99_ms": _geomean([d.arms["base"].jct_p99_ms / pick(d)[1]
+                                             for d in draws])}
+        for which, key in ((0, "jct_mean_ms"), (1, "jct_p99_ms")):
+            gap = sum(getattr(d.arms["base"], key) - pick(d)[which] for d in draws)
+            got = sum(getattr(d.arms["base"], key) - getattr(d.arms["cassini"], key)
+                      for d in draws)
+            suffix = "" if name == "ideal" else "_analytic"
+            out[f"share_{key}{suffix}"] = got / gap if gap > 0 else math.nan
+    worse = [d.index for d in draws if d.worse(tolerance)]
+    out["worse_draws"] = len(worse)
+    out["worse_draw_indices"] = worse
+    out["max_loss"] = max((getattr(d.arms["cassini"], k) / getattr(d.arms["base"], k) - 1
+                           for d in draws for k in _KEYS), default=0.0)
+    return out
+
+
+def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str:
+    rows = []
+    for d in draws:
+        b, c = d.arms["base"], d.arms["cassini"]
+        rows.append([d.index, len(d.trace.jobs), b.jct_mean_ms / 1e3, c.jct_mean_ms / 1e3,
+                     d.reference[0] / 1e3, b.jct_p99_ms / 1e3, c.jct_p99_ms / 1e3,
+                     d.reference[1] / 1e3,
+                     b.iter_p99_x, c.iter_p99_x, b.marks, c.marks,
+                     "-" if math.isnan(d.share(0)) else f"{100 * d.share(0):.0f}%",
+                     "-" if math.isnan(d.share(1)) else f"{100 * d.share(1):.0f}%",
+                     "WORSE" if d.worse(summary["tolerance"]) else ""])
+    table = format_table(["draw", "jobs", "base JCT s", "cassini JCT s", "ideal JCT s",
+                          "base p99 s", "cassini p99 s", "ideal p99 s", "base iter p99 x",
+                          "cassini iter p99 x", "base marks", "cassini marks",
+                          "share mean", "share p99", ""], rows, digits=3)
+    c, s, i = summary["cassini"], summary["base+shifts"], summary["ideal"]
+    where = ("every job alone on the engine where the base placed it"
+             if summary["measured_ideal"] else "every job at its own pace")
+
+    def ratio(x: float) -> str:
+        return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
+
+    def pct(x: float) -> str:
+        return "n/a (the base is at the ideal)" if math.isnan(x) else f"{100 * x:.0f}%"
+
+    return "\n".join([
+        table, "",
+        f"{summary['draws']} draws; geometric mean of base / arm (above 1: faster):",
+        f"  CASSINI:       JCT mean {c['jct_mean_ms']:.3f}x, p99 {c['jct_p99_ms']:.3f}x; "
+        f"iteration mean {c['iter_mean_x']:.3f}x, p99 {c['iter_p99_x']:.3f}x; marks "
+        f"{ratio(c['marks_ratio'])} ({summary['marks_total_base']:.4g} -> "
+        f"{c['marks_total']:.4g})",
+        f"  base + shifts: JCT mean {s['jct_mean_ms']:.3f}x, p99 {s['jct_p99_ms']:.3f}x; "
+        f"iteration mean {s['iter_mean_x']:.3f}x, p99 {s['iter_p99_x']:.3f}x; marks "
+        f"{ratio(s['marks_ratio'])}",
+        f"  ideal ({where}): "
+        f"JCT mean {i['jct_mean_ms']:.3f}x, p99 {i['jct_p99_ms']:.3f}x"
+        + (f"; at N x T: {summary['analytic_ideal']['jct_mean_ms']:.3f}x, "
+           f"{summary['analytic_ideal']['jct_p99_ms']:.3f}x (CASSINI's share of that: "
+           f"{pct(summary['share_jct_mean_ms_analytic'])}, "
+           f"{pct(summary['share_jct_p99_ms_analytic'])})" if summary["measured_ideal"] else ""),
+        f"CASSINI captures {pct(summary['share_jct_mean_ms'])} of the ideal's gain in mean JCT "
+        f"and {pct(summary['share_jct_p99_ms'])} in p99 JCT (summed over draws); worse than "
+        f"the base by more than {100 * summary['tolerance']:g}% (JCT or iteration, mean or "
+        f"p99) in {summary['worse_draws']} of {summary['draws']} draws (largest loss "
+        f"{100 * summary['max_loss']:+.1f}%)."])
+
+
+def evaluation_trace_text(d: TraceDraw) -> str:
+    """One trace's arms, the ideal, and CASSINI's share of the ideal's gain."""
+    rows: list[list[Any]] = []
+    for arm in ARMS:
+        f = d.arms[arm]
+        rows.append([arm, f.jct_mean_ms, f.jct_p99_ms, f.iter_mean_x, f.iter_p99_x, f.marks,
+                     f.realignments])
+    rows.append(["ideal (N x T)", d.ideal[0], d.ideal[1], 1.0, 1.0, 0, 0])
+    if d.measured_ideal is not None:
+        rows.append(["ideal (each alone)", d.measured_ideal[0], d.measured_ideal[1], "", "", 0,
+                     0])
+    b, c = d.arms["base"], d.arms["cassini"]
+
+    def pct(x: float) -> str:
+        return "n/a (the base is at the ideal)" if math.isnan(x) else f"{100 * x:.0f}%"
+
+    marks = ("no marks either way" if b.marks == 0 and c.marks == 0 else
+             f"{b.marks:.4g} -> 0" if c.marks == 0 else f"{b.marks / c.marks:.3g}x fewer")
+    return "\n".join([
+        format_table(["run", "JCT mean (ms)", "JCT p99 (ms)", "iteration mean (x)",
+                      "iteration p99 (x)", "marks", "re-alignments"], rows, digits=3),
+        f"CASSINI vs base: JCT mean {b.jct_mean_ms / c.jct_mean_ms:.3f}x, p99 "
+        f"{b.jct_p99_ms / c.jct_p99_ms:.3f}x better; marks {marks}; it captures "
+        f"{pct(d.share(0))} of the ideal's gain in mean JCT, {pct(d.share(1))} in p99"])

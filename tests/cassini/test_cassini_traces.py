@@ -1,0 +1,332 @@
+"""The paper's traces: generators, replay through the schedulers, both engines, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from innet.cassini.fluid import FluidConfig, FluidResult, JobRun
+from innet.cassini.profiles import single_phase_job, zoo_job
+from innet.cassini.scheduler import cluster_from_topology, schedule
+from innet.cassini.sweep import _with_idle
+from innet.cassini.traces import (
+    Trace,
+    TraceJob,
+    jct_share,
+    load_trace,
+    make_trace,
+    plan_trace,
+)
+from innet.cassini.tracesim import TraceJobRun, TraceSchedule, simulate_trace
+from innet.cassini.tracesweep import evaluate_trace, summarise_traces
+from innet.cli import main
+from innet.errors import InputError
+from innet.topology import load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
+CONFIG = FluidConfig(iterations=10, realign_pct=5.0, realign_budget_pct=10.0)
+
+
+def _sched(jobs: list[TraceJobRun], traffic: dict[str, dict[str, int]],
+           capacity: dict[str, float], hosts: dict[str, tuple[str, ...]] | None = None
+           ) -> TraceSchedule:
+    placement = hosts or {j.name: ("x",) for j in jobs}
+    return TraceSchedule("t", tuple(jobs), placement, traffic, capacity, 1)
+
+
+# ------------------------------------------------------------------------------ generators
+
+
+@pytest.mark.parametrize("kind", ["snapshot", "dynamic", "poisson"])
+def test_a_seed_gives_the_same_trace_and_another_index_another(kind: str) -> None:
+    topo = load_topology(LEAFSPINE)
+    a, b = make_trace(kind, topo, 7, 3), make_trace(kind, topo, 7, 3)
+    assert a == b
+    assert make_trace(kind, topo, 7, 4) != a
+    gpus = cluster_from_topology(topo).gpus
+    if kind in ("snapshot", "dynamic"):
+        assert sum(j.profile.gpus for j in a.jobs) == gpus  # the cluster exactly full
+    if kind == "snapshot":
+        assert all(j.arrival_ms == 0 for j in a.jobs)
+    if kind == "dynamic":
+        late = [j for j in a.jobs if j.arrival_ms > 0]
+        assert late and all(j.profile.model in ("DLRM", "VGG11", "VGG16", "VGG19")
+                            for j in late)
+    if kind == "poisson":
+        arrivals = [j.arrival_ms for j in a.jobs]
+        assert arrivals == sorted(arrivals) and len(set(arrivals)) == len(arrivals)
+
+
+def test_seeded_poisson_replay_gives_the_same_numbers() -> None:
+    topo = load_topology(LEAFSPINE)
+    runs = [evaluate_trace(topo, make_trace("poisson", topo, 1, 0, count=12,
+                                            iterations=(3, 5)), candidates=4, checked=2,
+                           agents=CONFIG) for _ in range(2)]
+    assert runs[0].arms == runs[1].arms and runs[0].ideal == runs[1].ideal
+
+
+# ------------------------------------------------------------------------------- replaying
+
+
+def test_arrivals_go_only_to_gpus_free_at_that_moment() -> None:
+    """Replay a poisson trace: at the time a job is placed, no job still running (by the
+    schedule's own prediction) holds any of its servers, and the jobs that held them before
+    are the ones it waits for."""
+    topo = load_topology(LEAFSPINE)
+    trace = make_trace("poisson", topo, 3, 0, count=25, load=1.5, iterations=(3, 6))
+    plans = plan_trace(topo, trace, candidates=4, checked=2, fluid=CONFIG)
+    for sched in plans.arms():
+        by = {j.name: j for j in sched.jobs}
+        end = {j.name: j.ready_ms + j.iterations * j.profile.iteration_ms for j in sched.jobs}
+        waited = 0
+        for j in sched.jobs:
+            assert j.ready_ms >= j.arrival_ms
+            waited += j.ready_ms > j.arrival_ms
+            mine = set(sched.placement[j.name])
+            for k in sched.jobs:
+                if k.name == j.name or not mine & set(sched.placement[k.name]):
+                    continue
+                overlap = k.ready_ms < end[j.name] - 1e-6 and j.ready_ms < end[k.name] - 1e-6
+                assert not overlap, f"{j.name} and {k.name} hold a server at once"
+                if k.ready_ms < j.ready_ms:  # held one of its servers before it
+                    assert end[k.name] <= j.ready_ms + 1e-6
+            for a in j.after:
+                assert mine & set(sched.placement[a]) and by[a].ready_ms < j.ready_ms
+        assert waited > 0  # at load 1.5 some jobs had to queue: the test means something
+
+
+def test_no_contention_each_job_takes_its_own_time() -> None:
+    """Two jobs in two racks share no link: each finishes in iterations x T, the ideal."""
+    a = zoo_job("VGG19", "a", 4)
+    b = zoo_job("DLRM", "b", 4)
+    trace = Trace("t", (TraceJob(a, 0.0, 5), TraceJob(b, 100.0, 7)))
+    draw = evaluate_trace(load_topology(LEAFSPINE), trace, candidates=2, checked=2,
+                          agents=CONFIG)
+    for arm in draw.jobs.values():
+        for j in arm:
+            assert j["jct_ms"] == pytest.approx(j["ideal_ms"], abs=1e-6)
+    assert draw.ideal[0] == pytest.approx((5 * 240 + 7 * 120) / 2)
+    assert math.isnan(draw.share(0))  # nothing to capture
+
+
+def test_a_job_waits_for_the_job_that_held_its_gpus() -> None:
+    first = TraceJobRun(single_phase_job("a", 100, 50, 50, 10), 0.0, 0.0, (), 3)
+    second = TraceJobRun(single_phase_job("b", 100, 50, 50, 10), 0.0, 100.0, ("a",), 2)
+    r = simulate_trace(_sched([first, second], {"l": {"a": 1, "b": 1}}, {"l": 10.0}), CONFIG)
+    out = {j.name: j for j in r.jobs}
+    assert out["a"].finish_ms == pytest.approx(300.0)
+    assert out["b"].start_ms == pytest.approx(300.0)  # ready at 100, a left at 300
+    assert out["b"].jct_ms == pytest.approx(500.0)
+
+
+def test_contention_stretches_and_an_agents_shift_interleaves() -> None:
+    """Two jobs at 10 Gbps for half their 100 ms on one 10 Gbps link: together they
+    stretch; with shifts of 0 and 50 ms and agents they do not."""
+    jobs = [TraceJobRun(single_phase_job(n, 100, 50, 50, 10), 0.0, 0.0, (), 6) for n in "ab"]
+    traffic, cap = {"l": {"a": 1, "b": 1}}, {"l": 10.0}
+    plain = simulate_trace(_sched(jobs, traffic, cap), FluidConfig(iterations=1))
+    assert all(j.jct_ms > 600 + 1 for j in plain.jobs) and plain.marks > 0
+    shifted = [TraceJobRun(j.profile, 0.0, 0.0, (), 6, ((0.0, s),))
+               for j, s in zip(jobs, (0.0, 50.0), strict=True)]
+    r = simulate_trace(_sched(shifted, traffic, cap), CONFIG)
+    out = {j.name: j for j in r.jobs}
+    assert out["a"].jct_ms == pytest.approx(600.0)
+    assert out["b"].start_ms == 0.0  # its GPUs at 0; its first iteration waits for 50 ms
+    assert out["b"].jct_ms == pytest.approx(650.0)
+    assert r.marks == 0
+
+
+def test_share_of_the_ideals_gain() -> None:
+    assert jct_share(120.0, 104.0, 100.0) == pytest.approx(0.8)
+    assert math.isnan(jct_share(100.0, 100.0, 100.0))
+
+
+def test_summary_pools_the_share_over_draws() -> None:
+    topo = load_topology(LEAFSPINE)
+    draws = [evaluate_trace(topo, make_trace("snapshot", topo, 0, i, iterations=(3, 4)), i,
+                            candidates=4, checked=4, agents=CONFIG) for i in range(2)]
+    s = summarise_traces(draws)
+    gap = sum(d.arms["base"].jct_mean_ms - d.ideal[0] for d in draws)
+    got = sum(d.arms["base"].jct_mean_ms - d.arms["cassini"].jct_mean_ms for d in draws)
+    if gap > 0:
+        assert s["share_jct_mean_ms"] == pytest.approx(got / gap)
+    assert s["worse_draws"] == sum(d.worse() for d in draws)
+
+
+def test_running_only_bound_pools_every_job() -> None:
+    """The 0.845x bug: the bound must pool the jobs the base pools, the ones without
+    traffic at their own pace."""
+    topo = load_topology(LEAFSPINE)
+    jobs = [zoo_job("VGG19", "run", 2), zoo_job("DLRM", "new", 2)]
+    plan = schedule(topo, jobs, candidates=1, checked=0).base
+    measured = FluidResult("r", (JobRun("run", 240.0, (480.0,) * 3, 0.0, 0),), (), 1.0)
+    out = _with_idle(measured, plan, 3)
+    assert [j.name for j in out.jobs] == ["run", "new"]
+    assert out.summary(True)[0] == pytest.approx(1.5)  # (2 x 3 + 1 x 3) / 6
+
+
+# ------------------------------------------------------------------------------- the files
+
+
+def test_trace_file_round_trip_and_refusals(tmp_path: Path) -> None:
+    topo = load_topology(LEAFSPINE)
+    trace = make_trace("dynamic", topo, 2)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace.to_dict()))
+    assert load_trace(path).jobs == trace.jobs
+    bad = [({"jobs": [{"name": "a", "model": "VGG19"}]}, "iterations"),
+           ({"jobs": [{"name": "a", "model": "VGG19", "iterations": 3, "hosts": ["h1", "h2"]}]},
+            "places every job"),
+           ({"jobs": [{"name": "a", "model": "VGG19", "iterations": 3, "arrival_ms": -1}]},
+            "arrival_ms"),
+           ({"jobs": [{"name": "a", "model": "VGG19", "iterations": 3, "when": 1}]},
+            "unknown field")]
+    for data, words in bad:
+        path.write_text(json.dumps(data))
+        with pytest.raises(InputError, match=words):
+            load_trace(path)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_writes_and_replays_a_trace(capsys: pytest.CaptureFixture[str],
+                                        tmp_path: Path) -> None:
+    path = tmp_path / "snap.json"
+    code, out, _ = _run(capsys, "cassini", "trace", "snapshot", "--topology", LEAFSPINE,
+                        "-o", path, "--trace-iterations", "3-4", "--json")
+    assert code == 0 and json.loads(out)["gpus"] == 24
+    code, out, err = _run(capsys, "cassini", "evaluate", "--trace", path, "--topology",
+                          LEAFSPINE, "--out", tmp_path, "--candidates", "4", "--checked",
+                          "4", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert set(data["arms"]) == {"base", "base+shifts", "cassini"}
+    assert data["ideal"]["jct_mean_ms"] <= data["arms"]["base"]["jct_mean_ms"] + 1e-6
+    code, out, err = _run(capsys, "cassini", "sweep", "--trace", "poisson", "--topology",
+                          LEAFSPINE, "--draws", "2", "--trace-jobs", "8",
+                          "--trace-iterations", "2-3", "--workers", "1", "--candidates", "3",
+                          "--checked", "2", "--out", tmp_path / "sw")
+    assert code == 0, err
+    assert "of the ideal's gain" in out and (tmp_path / "sw" / "sweep.json").exists()
+
+
+def test_cli_refuses_bad_trace_input(capsys: pytest.CaptureFixture[str],
+                                     tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"jobs": [{"name": "a", "model": "VGG19", "gpus": 30,
+                                         "iterations": 3}]}))
+    cases = [
+        (["cassini", "evaluate", "--trace", big, "--topology", LEAFSPINE, "--out", tmp_path],
+         "does not fit"),
+        (["cassini", "evaluate", "--trace", big, "--capacity", "50", "--out", tmp_path],
+         "--topology"),
+        (["cassini", "sweep", "--trace", "snapshot", "--topology", LEAFSPINE,
+          "--trace-iterations", "5-2", "--out", tmp_path], "LO-HI"),
+        (["cassini", "sweep", "--trace", "burst", "--topology", LEAFSPINE, "--out", tmp_path],
+         "invalid choice"),
+        (["cassini", "sweep", "--trace", "snapshot", "--jobs", big, "--topology", LEAFSPINE],
+         "not allowed with"),
+        (["cassini", "sweep", "--trace", "poisson", "--topology", LEAFSPINE, "--load", "0",
+          "--out", tmp_path], "--load"),
+    ]
+    for argv, words in cases:
+        try:
+            code, _, err = _run(capsys, *argv)
+        except SystemExit as exc:  # argparse's own refusals
+            code = int(exc.code or 0)
+            err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert words in err, (argv, err)
+        assert len([ln for ln in err.splitlines() if ln.startswith("innet")]) <= 1
+
+
+# ------------------------------------------------------------------------------------ ns-3
+
+
+def _ns3_reason() -> str | None:
+    from innet.cassini.ns3engine import check_available
+
+    try:
+        check_available()
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+REASON = _ns3_reason()
+
+
+@pytest.mark.skipif(REASON is not None, reason=f"ns-3 engine unavailable: {REASON}")
+def test_ns3_trace_without_contention_is_the_ideal_plus_packets() -> None:
+    """Config version 2 on ns-3: two jobs that share no link finish in their own time plus
+    what packets add (under 2% here), and a job waits for the one whose GPUs it was given."""
+    from innet.cassini.ns3engine import Ns3Engine
+
+    topo = load_topology(LEAFSPINE)
+    a, b, c = zoo_job("VGG19", "a", 2), zoo_job("DLRM", "b", 2), zoo_job("VGG16", "c", 2)
+    racks = {"a": ("h1", "h2"), "b": ("h5", "h6"), "c": ("h1", "h2")}
+    jobs = [TraceJobRun(a, 0.0, 0.0, (), 3), TraceJobRun(b, 50.0, 50.0, (), 4),
+            TraceJobRun(c, 100.0, 100.0, ("a",), 2)]
+    from innet.cassini.tracesim import traffic_of
+
+    routes = {"a": (("h1", "l1", "h2"), ("h2", "l1", "h1")),
+              "b": (("h5", "l2", "h6"), ("h6", "l2", "h5")),
+              "c": (("h1", "l1", "h2"), ("h2", "l1", "h1"))}
+    traffic = traffic_of(routes)
+    sched = TraceSchedule("t", tuple(jobs), racks, traffic, dict.fromkeys(traffic, 50.0), 1)
+    r = Ns3Engine().trace(topo, sched, FluidConfig(iterations=1))
+    out = {j.name: j for j in r.jobs}
+    assert out["a"].jct_ms == pytest.approx(3 * 240, rel=0.02)
+    assert out["b"].jct_ms == pytest.approx(4 * 120, rel=0.02)
+    assert out["c"].start_ms == pytest.approx(out["a"].finish_ms)  # a held its GPUs
+    assert out["c"].finish_ms == pytest.approx(out["a"].finish_ms + 2 * 300, rel=0.02)
+    assert r.marks == 0
+    fluid = {j.name: j for j in simulate_trace(sched, FluidConfig(iterations=1)).jobs}
+    assert fluid["a"].jct_ms == 720.0 and fluid["c"].start_ms == 720.0
+    alone = {j.name: j for j in Ns3Engine().trace_alone(topo, sched,
+                                                         FluidConfig(iterations=1)).jobs}
+    for name in "ab":  # they met no one in the run either
+        assert alone[name].jct_ms == pytest.approx(out[name].jct_ms, rel=1e-3)
+    assert alone["c"].start_ms == 100.0  # alone: nobody holds its GPUs
+    assert alone["c"].jct_ms == pytest.approx(2 * 300, rel=0.02)
+
+
+def test_replanned_shifts_move_running_jobs_least() -> None:
+    """A re-plan translates each component by one common time: relative shifts (what the
+    links' interleaving depends on) stay the plan's, and a running job keeps its shift."""
+    from innet.cassini.traces import _keep_running
+
+    topo = load_topology(LEAFSPINE)
+    jobs = [replace(zoo_job("VGG19", "a", 2), hosts=("h1", "h5")),
+            replace(zoo_job("VGG19", "b", 2), hosts=("h2", "h6"))]
+    plan = schedule(topo, jobs, candidates=1, checked=0).base_shifted
+    assert plan.shifts_ms["b"] != plan.shifts_ms["a"]  # they share the l1-l2 links
+    kept = _keep_running(plan, {"b": 10.0})
+    assert kept["b"] == pytest.approx(10.0)
+    rel = (plan.shifts_ms["b"] - plan.shifts_ms["a"]) % 240
+    assert (kept["b"] - kept["a"]) % 240 == pytest.approx(rel)
+
+
+def test_unknown_trace_kind_is_refused() -> None:
+    with pytest.raises(InputError, match="unknown trace"):
+        make_trace("burst", load_topology(LEAFSPINE), 0)
+
+
+def test_the_ns3_run_is_bounded_by_cpu_time_not_the_wall_clock(tmp_path: Path) -> None:
+    """A starved run is not a stuck one: the bound is the program's CPU time."""
+    from innet.cassini.ns3engine import run_config
+
+    spin = tmp_path / "spin"
+    spin.write_text("#!/bin/sh\nwhile :; do :; done\n")
+    spin.chmod(0o755)
+    with pytest.raises(InputError, match="of CPU"):
+        run_config(spin, {}, 1.0)
