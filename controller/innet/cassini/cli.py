@@ -662,15 +662,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plot_sweep(draws, out / "sweep-cdf.png",
                title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
                      f"{len(draws)} draws of the running jobs' servers")
-    text = sweep_text(draws, summary)
-    (out / "sweep.json").write_text(dumps(data, indent=1) + "\n")
-    (out / "sweep.txt").write_text(text + "\n")
-    if args.json:
-        print_json(data)
-        return 0
-    print(text)
-    print(f"\nwrote {out / 'sweep.txt'}, {out / 'sweep.json'}, {out / 'sweep-cdf.png'}")
-    return 0
+    return _write_sweep(out, data, sweep_text(draws, summary), args.json,
+                        f"wrote {out / 'sweep.txt'}, {out / 'sweep.json'}, "
+                        f"{out / 'sweep-cdf.png'}")
 
 
 def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidConfig,
@@ -694,15 +688,21 @@ def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidC
             "trace_iterations": list(args.trace_iterations), "trace_jobs": args.trace_jobs,
             "load": args.load, "candidates": args.candidates, "checked": args.checked,
             "wall_s": wall, "draws": [d.to_dict() for d in draws], "summary": summary}
-    text = trace_sweep_text(draws, summary)
+    return _write_sweep(out, data, trace_sweep_text(draws, summary), args.json,
+                        f"{len(draws)} draws in {wall:.0f} s; wrote {out / 'sweep.txt'}, "
+                        f"{out / 'sweep.json'}")
+
+
+def _write_sweep(out: Path, data: dict[str, Any], text: str, as_json: bool,
+                 wrote: str) -> int:
+    """A sweep's files (sweep.json, sweep.txt), then the JSON or the table on stdout."""
     (out / "sweep.json").write_text(dumps(data, indent=1) + "\n")
     (out / "sweep.txt").write_text(text + "\n")
-    if args.json:
+    if as_json:
         print_json(data)
         return 0
     print(text)
-    print(f"\n{len(draws)} draws in {wall:.0f} s; wrote {out / 'sweep.txt'}, "
-          f"{out / 'sweep.json'}")
+    print(f"\n{wrote}")
     return 0
 
 

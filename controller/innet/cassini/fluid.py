@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -201,6 +201,31 @@ def _max_min(active: Sequence[_Job], capacity: Sequence[float]) -> list[float]:
     return rate
 
 
+class _Phased(Protocol):
+    """What the link accounting reads of a job: its segments, the current one, its links."""
+
+    segments: list[tuple[bool, float, float]]
+    seg: int
+    links: list[tuple[int, int]]
+
+
+_P = TypeVar("_P", bound=_Phased)
+
+
+def _offered(up: Sequence[_P], n_links: int) -> tuple[list[float],
+                                                      list[list[tuple[_P, float]]]]:
+    """Per link: the Gbps the jobs in an Up phase offer it (hops weigh), and each job's part
+    of it (marks are charged in proportion). One place for the fluid run and the trace run."""
+    offered = [0.0] * n_links
+    shares: list[list[tuple[_P, float]]] = [[] for _ in range(n_links)]
+    for s in up:
+        gbps = s.segments[s.seg][2]
+        for link, hops in s.links:
+            offered[link] += hops * gbps
+            shares[link].append((s, hops * gbps))
+    return offered, shares
+
+
 def _time_above(q0: float, slope: float, dt: float, threshold: float) -> float:
     if slope > 0:
         return dt if q0 > threshold else max(0.0, dt - (threshold - q0) / slope)
@@ -319,13 +344,7 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
         if not math.isfinite(dt):  # every job in an Up phase that gets no rate at all
             raise RuntimeError("fluid simulation: no job can progress (a zero rate)")
         dt = max(dt, 0.0)
-        offered = [0.0] * len(names)
-        shares: list[list[tuple[_Job, float]]] = [[] for _ in names]
-        for s in up:
-            gbps = s.segments[s.seg][2]
-            for link, hops in s.links:
-                offered[link] += hops * gbps
-                shares[link].append((s, hops * gbps))
+        offered, shares = _offered(up, len(names))
         # only links offered traffic or holding a queue can change: an idle, empty link
         # stays empty and marks nothing (skipping it leaves every sum as it was)
         active = {link for s in up for link, _ in s.links} | queued

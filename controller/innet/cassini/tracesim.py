@@ -36,6 +36,7 @@ from innet.cassini.fluid import (
     MAX_EVENTS,
     FluidConfig,
     _max_min,
+    _offered,
     _time_above,
     realign_grid,
     segments,
@@ -273,13 +274,7 @@ def simulate_trace(sched: TraceSchedule, config: FluidConfig | None = None,
             raise RuntimeError("fluid trace: no job can progress (a dependency loop or a "
                                "zero rate)")
         dt = max(dt, 0.0)
-        offered = [0.0] * len(names)
-        shares: list[list[tuple[_State, float]]] = [[] for _ in names]
-        for s in up:
-            gbps = s.segments[s.seg][2]
-            for link, hops in s.links:
-                offered[link] += hops * gbps
-                shares[link].append((s, hops * gbps))
+        offered, shares = _offered(up, len(names))
         for i in sorted({link for s in up for link, _ in s.links} | queued):
             slope = offered[i] - capacity[i]
             above = _time_above(queue[i], slope, dt, threshold)
