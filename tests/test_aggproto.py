@@ -377,3 +377,29 @@ def test_a_result_lost_on_the_way_down_is_asked_for_by_that_worker_alone() -> No
     assert [(wi, p.chunk, p.result) for wi, p in answers] == [(1, 0, True)]  # ... to it alone
     workers[1].receive(answers[0][1], 0.04)
     assert workers[1].done and workers[1].timeouts == 0 and dest.nacks == 0
+
+
+def test_a_chunk_waiting_on_another_workers_repair_does_not_hold_an_in_flight_slot() -> None:
+    """Once the RESULT of chunk j has come, this worker's packets of every older chunk have
+    left the FIFO network: an older chunk still unanswered waits on someone else's repair,
+    so new chunks go out in its place, up to the in-flight limit, within the window."""
+    w = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 40, window=16, slots=32, inflight=4, rto=1.0,
+               min_rto=0.5, max_rto=2.0)
+    w._cwnd = 4.0
+    first = w.poll(0.0)
+    assert [p.chunk for p in first] == [0, 1, 2, 3] and w.in_flight == 4
+    # chunk 0 waits on another worker's lost contribution; 1..3 complete (behind: the
+    # destination's oldest incomplete chunk is still 0)
+    for c in (1, 2, 3):
+        w.receive(ap.result_packet(first[c], 1, 1, first[c].values, False, behind=c), 0.01)
+    assert w.in_flight == 0
+    # four new chunks go, although chunk 0 is unanswered (the unanswered count, 1 + 4, would
+    # have held one back)
+    assert [p.chunk for p in w.poll(0.011)] == [4, 5, 6, 7] and w.in_flight == 4
+    assert w.poll(0.012) == []                          # the limit holds for what is in flight
+    # the window still bounds the span: chunk 0 unanswered stops the stream at 0 + 16
+    for c in range(4, 16):
+        pkt = w.packet(c)
+        w.receive(ap.result_packet(pkt, 1, 1, pkt.values, False, behind=c), 0.02)
+        w.poll(0.02)
+    assert w._next == 16 and w.poll(0.03) == []

@@ -245,7 +245,9 @@ class Worker:
     _srtt: float | None = None
     _rttvar: float = 0.0
     _cwnd: float = 2.0
-    _unanswered: int = 0
+    # the newest chunk answered: by FIFO, every older chunk's packet from this worker has
+    # left the network (merged, or lost and to be asked for), so only newer ones are in flight
+    _newest: int = -1
     _repairing: set[int] = field(default_factory=set)  # asked for: not counted in flight
     max_rtt: float = 0.0
 
@@ -262,6 +264,18 @@ class Worker:
     @property
     def done(self) -> bool:
         return self._low >= len(self.chunks)
+
+    @property
+    def in_flight(self) -> int:
+        """The chunks whose packet may still be in the network: those sent after the newest
+        one answered (links are FIFO: the RESULT of chunk j shows this worker's packets of
+        every older chunk have left the queues, merged or lost), less those being repaired.
+        An older chunk still unanswered waits on another worker's repair, not on the queues:
+        counting it, as the unanswered count did, let every repair anywhere in the job hold
+        a slot of all 16 workers for a repair's round trip, and loss stalled the stream on
+        the limit rather than on the network."""
+        newer = self._next - 1 - self._newest
+        return newer - sum(1 for c in self._repairing if c > self._newest)
 
     def packet(self, i: int) -> AggPacket:
         return contribution(self.job, self.first_chunk + i, self.index, self.chunks[i],
@@ -303,10 +317,9 @@ class Worker:
         out += self._send_asked(now)
         limit = self._low + self.window
         while (self._next < len(self.chunks) and self._next < limit
-               and self._unanswered - len(self._repairing) < int(self._cwnd)):
+               and self.in_flight < int(self._cwnd)):
             i = self._next
             self._next += 1
-            self._unanswered += 1
             self._deadline[i] = now + self.rto
             self._sent_at[i] = now
             self._first_at[i] = now
@@ -342,7 +355,7 @@ class Worker:
         # the window opens by about one chunk per round trip (TCP's congestion avoidance),
         # so the queues grow slowly enough for the timer's estimate to follow them: a burst
         # of the whole window would time out on its own queueing delay
-        self._unanswered -= 1
+        self._newest = max(self._newest, i)
         cap = self.window if self.inflight is None else self.inflight
         self._cwnd = min(float(cap), self._cwnd + 1 / self._cwnd)
         if self._tries.get(i) == 0:  # Karn: only unambiguous samples
