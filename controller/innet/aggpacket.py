@@ -54,6 +54,10 @@ EVENTS = len(EVENT_NAMES)
 
 _HEADER = struct.Struct("!HHIIHBB")
 _VECTOR = struct.Struct(f"!{VECTOR_LEN}I")
+# the same 32 words read and written as signed: what the switch's registers hold, without a
+# Python-level wrap per value (hosts handle every chunk: this is most of their CPU)
+_SIGNED = struct.Struct(f"!{VECTOR_LEN}i")
+_INT32_MIN = -(1 << 31)
 HEADER_BYTES = _HEADER.size
 PAYLOAD_BYTES = _HEADER.size + _VECTOR.size
 
@@ -71,14 +75,11 @@ def wrap32(value: int) -> int:
 
 def add_checked(a: Sequence[int], b: Sequence[int]) -> tuple[tuple[int, ...], bool]:
     """Element-wise 32-bit sum as a switch computes it, and whether any element wrapped."""
-    out = []
-    overflow = False
-    for x, y in zip(a, b, strict=True):
-        s = x + y
-        w = wrap32(s)
-        overflow |= w != s
-        out.append(w)
-    return tuple(out), overflow
+    sums = [x + y for x, y in zip(a, b, strict=True)]
+    if min(sums, default=0) >= _INT32_MIN and max(sums, default=0) <= INT32_MAX:
+        return tuple(sums), False  # nothing wrapped: the common case, without a wrap per value
+    wrapped = tuple(wrap32(s) for s in sums)
+    return wrapped, wrapped != tuple(sums)
 
 
 def wrap_sum(vectors: Iterable[Sequence[int]]) -> tuple[int, ...]:
@@ -134,8 +135,10 @@ def contribution(job: int, chunk: int, worker: int, values: Sequence[int],
     if not 1 <= slots < 1 << 16:
         raise ValueError(f"a job has 1..65535 slots, got {slots}")
     chunk &= _MASK32
-    return AggPacket(job, chunk % slots, chunk, 1 << worker, 1,
-                     tuple(wrap32(v) for v in pad(values)))
+    vec = pad(values)
+    if not (min(vec) >= _INT32_MIN and max(vec) <= INT32_MAX):
+        vec = tuple(wrap32(v) for v in vec)
+    return AggPacket(job, chunk % slots, chunk, 1 << worker, 1, vec)
 
 
 def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int],
@@ -162,7 +165,10 @@ def encode(pkt: AggPacket) -> bytes:
         raise ValueError(f"a packet carries exactly {VECTOR_LEN} values, got {len(pkt.values)}")
     head = _HEADER.pack(pkt.job, pkt.slot & 0xFFFF, pkt.chunk & _MASK32, pkt.bitmap & _MASK32,
                         pkt.count & 0xFFFF, pkt.flags & 0xFF, 0)
-    return head + _VECTOR.pack(*(v & _MASK32 for v in pkt.values))
+    try:
+        return head + _SIGNED.pack(*pkt.values)
+    except struct.error:  # a value outside the signed range: the same 32 bits, unsigned
+        return head + _VECTOR.pack(*(v & _MASK32 for v in pkt.values))
 
 
 def decode(payload: bytes) -> AggPacket:
@@ -170,7 +176,7 @@ def decode(payload: bytes) -> AggPacket:
     if len(payload) != PAYLOAD_BYTES:
         raise ValueError(f"aggregation payload is {PAYLOAD_BYTES} bytes, got {len(payload)}")
     job, slot, chunk, bitmap, count, flags, _ = _HEADER.unpack_from(payload, 0)
-    values = tuple(wrap32(v) for v in _VECTOR.unpack_from(payload, HEADER_BYTES))
+    values = _SIGNED.unpack_from(payload, HEADER_BYTES)
     return AggPacket(job, slot, chunk, bitmap, count, values, flags)
 
 
