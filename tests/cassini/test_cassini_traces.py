@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from innet.cassini.fluid import FluidConfig, FluidResult, JobRun
+from innet.cassini.geometry import best_shifts
 from innet.cassini.profiles import single_phase_job, zoo_job
 from innet.cassini.scheduler import cluster_from_topology, schedule
 from innet.cassini.sweep import _with_idle
@@ -55,11 +56,42 @@ def test_a_seed_gives_the_same_trace_and_another_index_another(kind: str) -> Non
         assert all(j.arrival_ms == 0 for j in a.jobs)
     if kind == "dynamic":
         late = [j for j in a.jobs if j.arrival_ms > 0]
-        assert late and all(j.profile.model in ("DLRM", "VGG11", "VGG16", "VGG19")
-                            for j in late)
+        assert late and all(j.profile.model in ("DLRM", "ResNet50") for j in late)
     if kind == "poisson":
         arrivals = [j.arrival_ms for j in a.jobs]
         assert arrivals == sorted(arrivals) and len(set(arrivals)) == len(arrivals)
+
+
+def test_dynamic_arrivals_are_the_papers_dlrm_and_resnet50() -> None:
+    """The paper's dynamic trace (section 5.3) triggers DLRM and ResNet50 arrivals while the
+    other jobs run: over many draws every late job is one of the two, both occur, they
+    arrive together once the running jobs hold about two thirds of the GPUs, and the running
+    jobs are of every kind."""
+    topo = load_topology(LEAFSPINE)
+    gpus = cluster_from_topology(topo).gpus
+    late_models: set[str] = set()
+    running_models: set[str] = set()
+    for i in range(20):
+        trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20))
+        late = [j for j in trace.jobs if j.arrival_ms > 0]
+        running = [j for j in trace.jobs if j.arrival_ms == 0]
+        assert late and running
+        assert len({j.arrival_ms for j in late}) == 1
+        assert sum(j.profile.gpus for j in running) == round(gpus * 2 / 3)
+        late_models |= {str(j.profile.model) for j in late}
+        running_models |= {str(j.profile.model) for j in running}
+    assert late_models == {"DLRM", "ResNet50"}
+    assert len(running_models) > 2
+
+
+def test_dlrm_and_resnet50_interleave_where_vgg11_and_resnet50_cannot() -> None:
+    """Why the arrivals' mix matters on a shared link: DLRM and ResNet50 (both 120 ms) can be
+    shifted so their Up phases never meet (the paper's compatible pair, section 5.6); VGG11
+    (180 ms, a 70 ms Up phase) against ResNet50 cannot: over their 360 ms circle ResNet50's
+    Up phases recur every 60 ms with 25 ms gaps, shorter than VGG11's Up phase."""
+    resnet = zoo_job("ResNet50", "r", 2)
+    assert best_shifts([zoo_job("DLRM", "d", 2), resnet], 50.0).score == pytest.approx(1.0)
+    assert best_shifts([zoo_job("VGG11", "v", 2), resnet], 50.0).score < 0.99
 
 
 def test_seeded_poisson_replay_gives_the_same_numbers() -> None:

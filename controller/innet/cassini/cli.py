@@ -83,8 +83,8 @@ iterations it trains (iterations). `cassini evaluate --trace FILE --topology T` 
             scheduler places them all at once (GPU counts 2-6, so on racks of 4 servers
             many jobs span racks and share uplinks)
   dynamic   jobs of every model take about 2/3 of the GPUs at time 0 and train 3x as long;
-            once they run, network-heavy jobs (DLRM, VGG11/16/19) arrive together and
-            take every GPU left (fragments across racks)
+            once they run, DLRM and ResNet50 jobs (the paper's stress test) arrive
+            together and take every GPU left (fragments across racks)
   poisson   --trace-jobs jobs arrive with exponential gaps at --load; a job that does not
             fit waits; each leaves when trained
 

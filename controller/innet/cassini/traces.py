@@ -6,8 +6,8 @@ iterations it trains. Three generators draw the paper's kinds, seeded:
 - snapshot: every job present at time 0 and the cluster exactly full; none is pinned, so
   the scheduler places all of them (one round).
 - dynamic: a running cluster (jobs placed at time 0 fill about two thirds of the GPUs and
-  train long) into which network-heavy jobs (DLRM, VGG11/16/19) arrive at once and take
-  every GPU left (two rounds).
+  train long) into which DLRM and ResNet50 jobs arrive at once (the paper's stress test,
+  section 5.3) and take every GPU left (two rounds).
 - poisson: jobs of every kind arrive with exponential gaps (a target load), train and
   leave; a job that does not fit waits, gaining fairness (Themis's rho) as it waits.
 
@@ -46,7 +46,9 @@ from innet.errors import InputError, finite_number, parse_json, quote, read_text
 from innet.topology import Topology
 
 KINDS = ("snapshot", "dynamic", "poisson")
-HEAVY = ("DLRM", "VGG11", "VGG16", "VGG19")  # the zoo's network-heavy models
+# the jobs that arrive in the dynamic trace: the paper's stress test "triggers DLRM and
+# ResNet50 arrivals while other jobs are running" (section 5.3)
+DYNAMIC_ARRIVALS = ("DLRM", "ResNet50")
 SIZES = (2, 3, 4, 5, 6)  # GPUs a drawn job asks for (racks of 4: many must span racks)
 DEFAULT_ITERATIONS = (20, 40)  # trained per job, drawn in [lo, hi]
 DEFAULT_POISSON_JOBS = 60
@@ -132,8 +134,8 @@ def snapshot_trace(cluster: Cluster, rng: np.random.Generator,
 def dynamic_trace(cluster: Cluster, rng: np.random.Generator,
                   iterations: tuple[int, int] = DEFAULT_ITERATIONS) -> Trace:
     """Jobs of every model take about two thirds of the GPUs at time 0 and train long (3x);
-    once they run (after 2 of the longest iterations), network-heavy jobs arrive and take
-    every GPU left."""
+    once they run (after 2 of the longest iterations), DLRM and ResNet50 jobs (the paper's
+    arrivals) arrive and take every GPU left."""
     first = max(2, round(cluster.gpus * DYNAMIC_RUNNING_SHARE))
     zoo = load_zoo()
     sizes = _draw_sizes(rng, first)
@@ -144,12 +146,13 @@ def dynamic_trace(cluster: Cluster, rng: np.random.Generator,
     at = 2 * max(zoo[m].iteration_ms for m in models)
     rest = cluster.gpus - sum(sizes)
     if rest >= 2:
-        heavy = _draw_sizes(rng, rest)
-        for k, (m, g) in enumerate(zip(_models(rng, len(heavy), HEAVY), heavy, strict=True)):
+        late = _draw_sizes(rng, rest)
+        for k, (m, g) in enumerate(zip(_models(rng, len(late), DYNAMIC_ARRIVALS), late,
+                                       strict=True)):
             jobs.append(TraceJob(_job(m, len(sizes) + k + 1, g), at, _iters(rng, iterations)))
     return Trace("dynamic", tuple(jobs),
                  f"dynamic: {len(sizes)} jobs take {sum(sizes)} GPUs at 0; "
-                 f"{len(jobs) - len(sizes)} network-heavy jobs arrive at {at:g} ms and take "
+                 f"{len(jobs) - len(sizes)} DLRM/ResNet50 jobs arrive at {at:g} ms and take "
                  f"the {rest} left")
 
 
