@@ -8,6 +8,8 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from innet import aggpacket as ap
 
@@ -66,6 +68,30 @@ def test_checked_sum_flags_what_wraps() -> None:
     assert s == (-(2**31), 2**31 - 5, 10) and ovf
     assert ap.add_checked([5, -5], [-7, 7]) == ((-2, 2), False)
     assert ap.wrap_sum([[2**31 - 1], [1]])[0] == -(2**31)
+
+
+def _wrap(v: int) -> int:
+    """The switch's register semantics, written independently of aggpacket."""
+    return (v + 2**31) % 2**32 - 2**31
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(2**33), 2**33), min_size=32, max_size=32),
+       st.lists(st.integers(-(2**31), 2**31 - 1), min_size=32, max_size=32))
+def test_fast_paths_hold_the_registers_semantics(a: list[int], b: list[int]) -> None:
+    """Hosts skip the wrap per value when nothing can wrap: whatever the values (some beyond
+    32 bits), a contribution holds them wrapped, the wire carries their 32 bits, and a sum
+    wraps and flags exactly as the registers do."""
+    pkt = ap.contribution(1, 5, 0, a)
+    assert pkt.values == tuple(_wrap(v) for v in a)
+    raw = ap.encode(pkt)
+    assert raw[16:] == b"".join((v % 2**32).to_bytes(4, "big") for v in a)
+    assert ap.decode(raw) == pkt
+    unwrapped = ap.encode(ap.AggPacket(1, 0, 5, 1, 1, tuple(a)))  # values never wrapped
+    assert unwrapped[16:] == raw[16:]
+    sums = [x + y for x, y in zip(pkt.values, b, strict=True)]
+    assert ap.add_checked(pkt.values, b) == (tuple(_wrap(v) for v in sums),
+                                             any(_wrap(v) != v for v in sums))
 
 
 def test_fixed_point_scale_cannot_overflow_the_sum() -> None:
