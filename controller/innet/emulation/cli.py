@@ -82,8 +82,9 @@ def register(sub: Any) -> None:
                           f"2 x window slots of a switch's pool of 256 (default "
                           f"{DEFAULT_WINDOW}; less when --concurrent-jobs needs it)")
     agg.add_argument("--inflight", type=int_in(1, 128), default=None,
-                     help="chunks a worker keeps unanswered at most: few keep BMv2's queues "
-                          f"and the round trips short (default {DEFAULT_INFLIGHT})")
+                     help="chunks a worker keeps in flight (sent after its newest result) at "
+                          "most: enough to keep the switches busy, few enough that BMv2's "
+                          f"queues and the round trips stay short (default {DEFAULT_INFLIGHT})")
     agg.add_argument("--concurrent-jobs", type=int_in(1, 16), default=1, metavar="N",
                      help="jobs run at once over disjoint blocks of the workers (default 1)")
     renamed(agg, "--jobs", "--concurrent-jobs", "run aggregation",
