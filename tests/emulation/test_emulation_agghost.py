@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from innet import aggpacket as ap
@@ -81,3 +83,29 @@ def test_link_bound_rates_follow_the_links_and_the_bottleneck_is_the_busiest_upl
     assert (red.switch, red.messages, red.load) == ("s3", 2, 2.0)
     blue = bottleneck([plan_job(topo, work, "all-blue", 3)])
     assert (blue.switch, blue.messages, blue.load) == ("s3", 1, 1.0)
+
+
+def test_chunks_in_flight_follow_the_plans_busiest_uplink() -> None:
+    """Per worker, the chunks in flight are what keeps the busiest uplink's queue near the
+    budget: a plan that sends 16 messages per chunk through bt15's root (all red) gets half
+    the chunks of one that sends 4 (SOAR k=4), whose share hits the cap; concurrent jobs
+    count together, and the window bounds it."""
+    from innet.emulation.aggregation import (
+        DEFAULT_INFLIGHT,
+        QUEUE_BUDGET,
+        default_inflight,
+        default_workload,
+        plan_job,
+    )
+    from innet.topology import load_topology
+
+    topo = load_topology(Path(__file__).resolve().parents[2] / "topologies" / "bt15.json")
+    work = default_workload(topo)
+    soar, red = (plan_job(topo, work, s, 4, seed=0) for s in ("soar", "all-red"))
+    assert (soar.msgs["s1"], red.msgs["s1"]) == (4, 16)
+    assert QUEUE_BUDGET // 16 == default_inflight([red], 128) == 8
+    assert default_inflight([soar], 128) == DEFAULT_INFLIGHT == 16
+    assert default_inflight([soar], 4) == 4
+    halves = split_workload(work, 2, 128)
+    both = [plan_job(topo, w, "all-red", 4, seed=0) for w in halves]
+    assert default_inflight(both, 64) == 8   # 8 + 8 messages per chunk through the root

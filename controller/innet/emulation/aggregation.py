@@ -48,11 +48,14 @@ DEFAULT_VALUES = 32 * 1024  # 1,024 chunks
 # The window: how far ahead of its oldest unanswered chunk a worker may go (a job takes 2 x
 # window cells of every switch's pool: one job alone may take the whole pool), wide so that
 # the stream goes on while a chunk is repaired. The chunks in flight: how many a worker keeps
-# unanswered past its newest RESULT. 16 workers x 16 chunks keep bt15's switches busy where
-# 8 left them waiting (lossless goodput +27%, two alternating runs each at 262,144 values);
-# 32 in flight made BMv2 drop packets without any injected loss (measured).
+# past its newest RESULT, so that the busiest uplink's queue holds about QUEUE_BUDGET packets
+# (workers x in flight chunks, each bringing that uplink's messages per chunk / workers):
+# 16 for SOAR k=4 on bt15 (4 messages per chunk through the root), 8 for all-red (16).
+# SOAR with 16 instead of 8: +27% lossless goodput (alternating runs at 262,144 values);
+# all-red with 16: 150,000 packets lost in BMv2's queues at 0% injected loss, at 2^20 values.
 DEFAULT_WINDOW = 128
-DEFAULT_INFLIGHT = 16
+DEFAULT_INFLIGHT = 16   # at most
+QUEUE_BUDGET = 128      # packets the busiest uplink's queue may hold for one chunk window
 QUEUE_DEPTH = 1024  # packets per egress queue: a window's burst is never tail-dropped
 
 
@@ -180,6 +183,20 @@ def bottleneck(jps: list[JobPlan]) -> Bottleneck:
     return Bottleneck(s, msgs[s], msgs[s] * weight[s])
 
 
+def default_inflight(jps: list[JobPlan], window: int) -> int:
+    """Chunks in flight per worker when none is asked for: the busiest uplink (most messages
+    per chunk, every job's) then holds about QUEUE_BUDGET packets, within 2..DEFAULT_INFLIGHT
+    and the window. A plan that sends more messages through one link gets fewer chunks in
+    flight, as a congestion window would settle to, without waiting for losses to say so."""
+    busiest = 0
+    totals: dict[str, int] = {}
+    for jp in jps:
+        for s, m in jp.msgs.items():
+            totals[s] = totals.get(s, 0) + m
+            busiest = max(busiest, totals[s])
+    return max(1, min(window, DEFAULT_INFLIGHT, max(2, QUEUE_BUDGET // max(1, busiest))))
+
+
 def default_workload(topo: Topology) -> Workload:
     """Every host but the destination is a worker (job 1)."""
     if topo.destination is None:
@@ -254,8 +271,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
     if not 1 <= window <= 128:
         raise InputError(f"--window must be in 1..128 (a job takes 2 x window slots of a "
                          f"switch's pool), got {window}")
-    inflight = min(window, DEFAULT_INFLIGHT) if inflight is None else inflight
-    if not 1 <= inflight <= window:
+    if inflight is not None and not 1 <= inflight <= window:
         raise InputError(f"--inflight must be in 1..--window ({window}), got {inflight}")
     workloads = split_workload(base, jobs, 2 * window)
     chunks = -(-values // VECTOR_LEN)
@@ -264,7 +280,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
         "workloads": [{"job": w.job, "destination": w.destination, "workers": list(w.workers),
                        "slots": w.slots} for w in workloads],
         "k": k, "values": values, "chunks": chunks, "loss": loss, "window": window,
-        "inflight": inflight,
+        "inflight": inflight,  # None: each plan's default_inflight (results.json has it)
         "plans": {s: [{"job": jp.workload.job, "blue": list(jp.blue),
                        "predicted_cost": jp.plan.cost, "messages": jp.msgs} for jp in jps]
                   for s, jps in plans.items()},
@@ -300,7 +316,8 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
             in_before = _counters(ctl.session, addresses, C_PORT_IN)
             # each stream's chunks come after the previous one's: a cell that kept a
             # chunk of the last strategy sees the new ones as newer (docs: limits)
-            hosts = _stream(cn.network, topo, workloads, values, (window, inflight), seed,
+            flight = inflight if inflight is not None else default_inflight(jps, window)
+            hosts = _stream(cn.network, topo, workloads, values, (window, flight), seed,
                             i * (chunks + 1), chunks, out, name, timers, multicast)
             time.sleep(0.3)
             after = _counters(ctl.session, addresses, C_AGG_FIRST)
@@ -339,7 +356,7 @@ def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...
                 measured_cost=measured_cost(jps, link_packets, chunks), sums_exact=exact,
                 writes=writes, link_packets=link_packets, predicted_msgs=msgs, values=values,
                 chunks=chunks, jobs=len(workloads), loss=loss, window=window,
-                inflight=inflight,
+                inflight=flight,
                 retransmissions=sum(w["retransmissions"] for w in workers_out),
                 duration_s=duration,
                 goodput_values_per_s=values * len(workloads) / duration if duration > 0

@@ -13,6 +13,7 @@ from innet.emulation.aggregation import (
     DEFAULT_INFLIGHT,
     DEFAULT_VALUES,
     DEFAULT_WINDOW,
+    QUEUE_BUDGET,
 )
 from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from innet.emulation.net import EmulationError, require_bmv2, require_mininet
@@ -84,7 +85,9 @@ def register(sub: Any) -> None:
     agg.add_argument("--inflight", type=int_in(1, 128), default=None,
                      help="chunks a worker keeps in flight (sent after its newest result) at "
                           "most: enough to keep the switches busy, few enough that BMv2's "
-                          f"queues and the round trips stay short (default {DEFAULT_INFLIGHT})")
+                          "queues and the round trips stay short (default: per plan, so that "
+                          f"its busiest uplink queues about {QUEUE_BUDGET} packets, at most "
+                          f"{DEFAULT_INFLIGHT}: 16 for SOAR k=4 on bt15, 8 for all-red)")
     agg.add_argument("--concurrent-jobs", type=int_in(1, 16), default=1, metavar="N",
                      help="jobs run at once over disjoint blocks of the workers (default 1)")
     renamed(agg, "--jobs", "--concurrent-jobs", "run aggregation",
