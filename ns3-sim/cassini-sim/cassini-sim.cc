@@ -38,6 +38,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 using namespace ns3;
@@ -388,6 +389,111 @@ Advance(Job* job)
     BeginIteration(job);
 }
 
+// Static routing with innet's host routes in a hash table. Ipv4StaticRouting keeps its routes
+// in a list and scans it for every packet at every hop; with a host route per destination a
+// switch of the 1,024-server fat-tree scans up to 1,024 entries a packet. A host route of
+// Ipv4StaticRouting is the longest match for its destination and the first /32 found wins,
+// so looking it up by address forwards every packet where the list would; anything else
+// (local delivery, the connected networks, hosts' default routes) is Ipv4StaticRouting's own.
+class HostRouting : public Ipv4StaticRouting
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("innet::HostRouting")
+                                .SetParent<Ipv4StaticRouting>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<HostRouting>();
+        return tid;
+    }
+
+    // As AddHostRouteTo(dest, nextHop, interface): the route LookupStatic would build for it,
+    // built once (a first route to a destination wins, as in the list).
+    void AddHost(Ipv4Address dest, Ipv4Address nextHop, uint32_t interface)
+    {
+        if (m_hosts.count(dest.Get()))
+        {
+            return;
+        }
+        Ptr<Ipv4Route> route = Create<Ipv4Route>();
+        route->SetDestination(dest);
+        route->SetSource(m_ipv4->SourceAddressSelection(interface, dest));
+        route->SetGateway(nextHop);
+        route->SetOutputDevice(m_ipv4->GetNetDevice(interface));
+        m_hosts.emplace(dest.Get(), route);
+    }
+
+    void SetIpv4(Ptr<Ipv4> ipv4) override
+    {
+        m_ipv4 = ipv4;
+        Ipv4StaticRouting::SetIpv4(ipv4);
+    }
+
+    // Ipv4StaticRouting::RouteInput's order: a packet for this node is delivered, a node that
+    // does not forward refuses it (both in Ipv4StaticRouting), then the route is looked up.
+    bool RouteInput(Ptr<const Packet> p,
+                    const Ipv4Header& header,
+                    Ptr<const NetDevice> idev,
+                    const UnicastForwardCallback& ucb,
+                    const MulticastForwardCallback& mcb,
+                    const LocalDeliverCallback& lcb,
+                    const ErrorCallback& ecb) override
+    {
+        auto it = m_hosts.find(header.GetDestination().Get());
+        if (it != m_hosts.end())
+        {
+            uint32_t iif = m_ipv4->GetInterfaceForDevice(idev);
+            if (!m_ipv4->IsDestinationAddress(header.GetDestination(), iif) &&
+                m_ipv4->IsForwarding(iif))
+            {
+                ucb(it->second, p, header);
+                return true;
+            }
+        }
+        return Ipv4StaticRouting::RouteInput(p, header, idev, ucb, mcb, lcb, ecb);
+    }
+
+    Ptr<Ipv4Route> RouteOutput(Ptr<Packet> p,
+                               const Ipv4Header& header,
+                               Ptr<NetDevice> oif,
+                               Socket::SocketErrno& sockerr) override
+    {
+        auto it = m_hosts.find(header.GetDestination().Get());
+        if (it != m_hosts.end() && (!oif || oif == it->second->GetOutputDevice()))
+        {
+            sockerr = Socket::ERROR_NOTERROR;
+            return Create<Ipv4Route>(*it->second);
+        }
+        return Ipv4StaticRouting::RouteOutput(p, header, oif, sockerr);
+    }
+
+  protected:
+    void DoDispose() override
+    {
+        m_hosts.clear();
+        m_ipv4 = nullptr;
+        Ipv4StaticRouting::DoDispose();
+    }
+
+  private:
+    Ptr<Ipv4> m_ipv4;
+    std::unordered_map<uint32_t, Ptr<Ipv4Route>> m_hosts;  // destination -> its route
+};
+
+class HostRoutingHelper : public Ipv4RoutingHelper
+{
+  public:
+    HostRoutingHelper* Copy() const override
+    {
+        return new HostRoutingHelper(*this);
+    }
+
+    Ptr<Ipv4RoutingProtocol> Create(Ptr<Node>) const override
+    {
+        return CreateObject<HostRouting>();
+    }
+};
+
 struct Sink
 {
     Flow* flow;
@@ -427,6 +533,12 @@ void
 Connect(Ptr<Socket> socket, InetSocketAddress to)
 {
     socket->Connect(to);
+}
+
+Ptr<HostRouting>
+RoutingOf(Ptr<Node> node)
+{
+    return DynamicCast<HostRouting>(node->GetObject<Ipv4>()->GetRoutingProtocol());
 }
 
 [[noreturn]] void
@@ -561,11 +673,11 @@ main(int argc, char** argv)
         all.Add(nodes[s]);
     }
     InternetStackHelper stack;
-    Ipv4StaticRoutingHelper staticHelper;
+    HostRoutingHelper hostHelper;
     Ipv4GlobalRoutingHelper globalHelper;
     if (routing == "static")
     {
-        stack.SetRoutingHelper(staticHelper);
+        stack.SetRoutingHelper(hostHelper);
     }
     else
     {
@@ -649,8 +761,7 @@ main(int argc, char** argv)
                 }
             }
             const Port& up = ports[{host, sw}];
-            staticHelper.GetStaticRouting(nodes[host]->GetObject<Ipv4>())
-                ->SetDefaultRoute(up.far, up.ifIndex);
+            RoutingOf(nodes[host])->SetDefaultRoute(up.far, up.ifIndex);
         }
         for (const auto& [sw, table] : cfg.at("next_hops").items())
         {
@@ -658,7 +769,7 @@ main(int argc, char** argv)
             {
                 Fail("next_hops: '" + sw + "' is not a switch");
             }
-            auto routes = staticHelper.GetStaticRouting(nodes[sw]->GetObject<Ipv4>());
+            Ptr<HostRouting> routes = RoutingOf(nodes[sw]);
             for (const auto& [dst, nb] : table.items())
             {
                 auto neighbour = nb.get<std::string>();
@@ -668,7 +779,7 @@ main(int argc, char** argv)
                          neighbour + "'");
                 }
                 const Port& port = ports[{sw, neighbour}];
-                routes->AddHostRouteTo(hostAddress[dst], port.far, port.ifIndex);
+                routes->AddHost(hostAddress[dst], port.far, port.ifIndex);
             }
         }
     }

@@ -17,17 +17,22 @@ from innet.cassini.ns3engine import (
     Ns3Engine,
     Ns3Settings,
     build_config,
+    build_program,
     check_available,
     network_of,
     path_of,
+    run_config,
     run_of_plan,
+    trace_config,
 )
-from innet.cassini.profiles import load_jobs
-from innet.cassini.scheduler import schedule
+from innet.cassini.profiles import load_jobs, zoo_job
+from innet.cassini.scheduler import ring_hops, schedule
+from innet.cassini.tracesim import TraceJobRun, TraceSchedule, traffic_of
 from innet.cli import main
 from innet.errors import InputError
 from innet.routing import host_path, next_hops
-from innet.topology import load_topology
+from innet.topogen import fat_tree_topology
+from innet.topology import load_topology, topology_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = ROOT / "examples" / "jobs-vgg19-pair.json"  # two VGG19: 240 ms, Up 150-240 ms at 44 Gbps
@@ -121,6 +126,48 @@ def test_without_contention_every_job_keeps_its_own_iteration_time() -> None:
         for t in job.iterations_ms:
             assert 240.0 <= t <= 240.0 + slack_ms
     assert run.marks == 0
+
+
+@needs_ns3
+def test_packets_cross_exactly_the_links_of_innet_routes() -> None:
+    """On a k=4 fat-tree (four equal paths between pods, so ns-3's own routing would pick
+    other links than innet.routing), every queue that sends a packet is on a flow's path
+    (data) or on innet.routing's path back to its sender (ACKs), and every link of those
+    paths sends: the program forwards by innet.routing's next hops, switch by switch."""
+    topo = topology_from_dict(fat_tree_topology(4, mbps=50_000))
+    hosts = {"a": ("h1", "h5", "h9", "h13"), "b": ("h2", "h7"), "c": ("h3", "h16")}
+    profiles = {"a": zoo_job("VGG19", "a", 4), "b": zoo_job("DLRM", "b", 2),
+                "c": zoo_job("VGG16", "c", 2)}
+    jobs = tuple(TraceJobRun(profiles[n], 0.0, 0.0, (), 1) for n in hosts)
+    routes = {n: tuple(host_path(topo, a, b, next_hops(topo, b)) for a, b in ring_hops(hs))
+              for n, hs in hosts.items()}
+    traffic = traffic_of(routes)
+    sched = TraceSchedule("t", jobs, hosts, traffic, dict.fromkeys(traffic, 50.0), 1)
+    network = network_of(topo, sorted({h for hs in hosts.values() for h in hs}))
+    cfg = trace_config(network, sched, FluidConfig(iterations=1), Ns3Settings(), 10_000.0)
+    assert sum(len(t) for t in cfg["next_hops"].values()) >= 8 * len(network.switches)
+    raw = run_config(build_program(), cfg, 60.0)
+    assert raw["complete"]
+
+    def links(paths: list[tuple[str, ...]]) -> set[tuple[str, str]]:
+        return {(p[i], p[i + 1]) for p in paths for i in range(len(p) - 1)}
+
+    data = links([p for ps in routes.values() for p in ps])
+    # ACKs go back on the routes toward the sender, which need not be the reverse path
+    acks = links([host_path(topo, b, a, next_hops(topo, a))
+                  for hs in hosts.values() for a, b in ring_hops(hs)])
+    assert acks != {(b, a) for a, b in data}  # so the test tells the two apart
+    sent = {(q["from"], q["to"]) for q in raw["queues"] if q["packets"] > 0}
+    assert sent == data | acks
+    assert any(n.startswith("c") for hop in data for n in hop)  # some flows cross the core
+    # the figures of the same config with the routes in ns-3's own Ipv4StaticRouting list
+    # (the program before its hash table): the same packets on the same links, to the ns
+    assert {j["name"]: (j["iterations_ms"], j["bytes"]) for j in raw["jobs"]} == {
+        "a": ([pytest.approx(352.836893, abs=1e-6)], 3_960_000),
+        "b": ([pytest.approx(149.172758, abs=1e-6)], 1_035_000),
+        "c": ([pytest.approx(431.215433, abs=1e-6)], 2_520_000)}
+    assert sum(q["packets"] for q in raw["queues"]) == 47_320
+    assert sum(q["marks"] for q in raw["queues"]) == 2_181
 
 
 @needs_ns3

@@ -76,10 +76,14 @@ BUFFER_PACKETS = 300
 EPOCH_MS = 20.0  # the connections' handshakes before the first iteration
 MIN_RTO_MS = 10.0
 DELACK_MS = 1.0  # below MIN_RTO_MS: a held ACK must not outlast the retransmission timer
-# Measured here (one busy core of two): the simulator moves about 1e5 packets over one link
-# per second of wall time, ACKs included. A run estimated past MAX_WALL_S is refused
-# without force.
-PACKET_HOPS_PER_S = 1.0e5
+# Measured here (CPU time, one core of two, the other busy): with a few tens of connections
+# the simulator moves about 1.2e5 packets over one link a second, ACKs included; with more
+# it slows, about as connections ** -0.25 (cache misses over the sockets, queues and
+# events of a large network): 6e4 with 128 (the 128-server fat-tree), 3.7e4 with 1,024
+# (the 1,024-server one). A run estimated past MAX_WALL_S is refused without force.
+PACKET_HOPS_PER_S = 1.2e5
+RATE_FLOWS = 10  # up to this many connections the rate is PACKET_HOPS_PER_S
+RATE_EXPONENT = 0.25
 MAX_WALL_S = 900.0
 
 
@@ -320,7 +324,7 @@ def trace_estimate(network: Network, sched: TraceSchedule, settings: Ns3Settings
         packets += 1.5 * per_iteration * hops * job.iterations
     flows_n = sum(len(v) for v in pairs.values())
     memory = 30 + 0.05 * (len(network.hosts) + len(network.switches)) + 0.3 * flows_n
-    return Estimate(trace_bound(sched), packets, packets / PACKET_HOPS_PER_S, memory)
+    return Estimate(trace_bound(sched), packets, packets / packet_rate(flows_n), memory)
 
 
 def trace_result(sched: TraceSchedule, raw: Mapping[str, Any]) -> TraceResult:
@@ -382,7 +386,12 @@ def estimate(network: Network, run: Ns3Run, config: FluidConfig,
         packets += 1.5 * per_iteration * hops * count  # + an ACK per two packets
     flows_n = sum(len(v) for v in pairs.values())
     memory = 30 + 0.05 * (len(network.hosts) + len(network.switches)) + 0.3 * flows_n
-    return Estimate(span, packets, packets / PACKET_HOPS_PER_S, memory)
+    return Estimate(span, packets, packets / packet_rate(flows_n), memory)
+
+
+def packet_rate(flows_n: int) -> float:
+    """Packet-hops a second of CPU this machine simulates with `flows_n` connections."""
+    return PACKET_HOPS_PER_S / float(max(1.0, flows_n / RATE_FLOWS) ** RATE_EXPONENT)
 
 
 def check_estimate(est: Estimate, force: bool) -> None:
