@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -480,6 +481,44 @@ class HostRouting : public Ipv4StaticRouting
     std::unordered_map<uint32_t, Ptr<Ipv4Route>> m_hosts;  // destination -> its route
 };
 
+// ns-3's DCTCP, its window never cut below one segment. ns-3 cuts the slow-start threshold
+// (the window after the cut) to (1 - alpha / 2) x cwnd with no floor, so an ECN echo after a
+// timeout (cwnd one segment) or a run of echoes leaves it below one segment; once nothing is
+// in flight the sender sends nothing (a full segment does not fit the window, and ns-3 waits
+// for a larger one rather than send a small segment), no ACK comes to open it, and no timer
+// runs to retransmit: the connection stalls for good, or until a phase's last bytes are few
+// enough to fit. One segment is the least that keeps it sending (Linux, counting in segments,
+// keeps two; two here would change runs whose window never went below one).
+class FlooredDctcp : public TcpDctcp
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("innet::FlooredDctcp")
+                                .SetParent<TcpDctcp>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<FlooredDctcp>();
+        return tid;
+    }
+
+    FlooredDctcp() = default;
+
+    FlooredDctcp(const FlooredDctcp& sock)
+        : TcpDctcp(sock)
+    {
+    }
+
+    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
+    {
+        return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), tcb->m_segmentSize);
+    }
+
+    Ptr<TcpCongestionOps> Fork() override
+    {
+        return CopyObject<FlooredDctcp>(this);
+    }
+};
+
 class HostRoutingHelper : public Ipv4RoutingHelper
 {
   public:
@@ -613,7 +652,8 @@ main(int argc, char** argv)
     RngSeedManager::SetSeed(1);
     RngSeedManager::SetRun(Field<uint32_t>(cfg, "seed", "config") + 1);
     GlobalValue::Bind("ChecksumEnabled", BooleanValue(false));
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue("ns3::TcpDctcp"));
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType",
+                       TypeIdValue(FlooredDctcp::GetTypeId()));
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(g_mss));
     Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(2));
     Config::SetDefault("ns3::TcpSocket::InitialCwnd",

@@ -6,6 +6,7 @@ these tests skip with the reason (and fail under INNET_REQUIRE_P4=1, as in CI).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -168,6 +169,25 @@ def test_packets_cross_exactly_the_links_of_innet_routes() -> None:
         "c": ([pytest.approx(431.215433, abs=1e-6)], 2_520_000)}
     assert sum(q["packets"] for q in raw["queues"]) == 47_320
     assert sum(q["marks"] for q in raw["queues"]) == 2_181
+
+
+@needs_ns3
+def test_a_window_cut_below_one_segment_does_not_stall_the_connection() -> None:
+    """Two jobs of the 1,024-server fat-tree's snapshot draw (rate scale 0.001), cut down to
+    the nodes on their paths: an ECN echo right after a timeout cut GPT-3's h912 -> h1024
+    connection to 1,417 bytes (ns-3's DCTCP: (1 - alpha / 2) x one segment); with nothing in
+    flight a 1,448-byte segment never fitted, no ACK came, and the job stalled in its third
+    iteration with 3.36 of 9.71 MB delivered until stop_ms. The program keeps the window at
+    one segment or more, and both jobs train every iteration and leave."""
+    cfg = json.loads((Path(__file__).parent / "ns3-window-stall.json").read_text())
+    raw = run_config(build_program(), cfg, 60.0)
+    assert raw["complete"]
+    jobs = {j["name"]: j for j in raw["jobs"]}
+    assert jobs["gpt-3-248"]["bytes"] == 9_712_500  # 7 iterations x 2 flows x 693,750
+    assert len(jobs["gpt-3-248"]["iterations_ms"]) == 7
+    assert jobs["vgg11-237"]["bytes"] == 8_400_000
+    assert all(j["finish_ms"] is not None and j["finish_ms"] < cfg["stop_ms"]
+               for j in raw["jobs"])
 
 
 @needs_ns3
