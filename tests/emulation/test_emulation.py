@@ -6,6 +6,7 @@ life cycle, which is the same for BMv2 switches.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -76,12 +77,14 @@ def test_nothing_left_after_a_run_that_fails_midway(tmp_path: Path) -> None:
 def test_nothing_left_after_a_signal(tmp_path: Path, sig: int) -> None:
     topo_file = tmp_path / "t.json"
     topo_file.write_text(json.dumps(SMALL))
+    # a run that does not stop says where it hangs: SIGUSR1 dumps every thread's stack
     script = textwrap.dedent(f"""
-        import sys, time
+        import faulthandler, signal, sys, time
         from pathlib import Path
         from innet.emulation.net import running_network
         from innet.topology import load_topology
         topo = load_topology({str(topo_file)!r})
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         try:
             with running_network(topo, Path({str(tmp_path / 'run')!r}), switch_kind="bridge"):
                 print("up", flush=True)
@@ -99,6 +102,8 @@ def test_nothing_left_after_a_signal(tmp_path: Path, sig: int) -> None:
         try:
             _, err = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # the stacks of the hung run, on its stderr
+            time.sleep(2)
             proc.kill()
             _, err = proc.communicate()
             pytest.fail(f"the run did not stop within 60 s of the signal; stderr:\n{err}")
@@ -107,5 +112,14 @@ def test_nothing_left_after_a_signal(tmp_path: Path, sig: int) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    time.sleep(0.2)
+        time.sleep(0.2)
+        # a run killed above left its veths and shells: remove them whatever failed, so
+        # that the next test starts on a clean machine instead of failing on leftovers
+        left = _own_leftovers(topology_from_dict(SMALL))
+        for ifname in left:
+            subprocess.run(["ip", "link", "del", ifname], capture_output=True)
+        for line in host_shells(list(SMALL["hosts"])):
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert left == []
     assert_nothing_left(topology_from_dict(SMALL))
