@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
+from ns3_helpers import needs_ns3
 
 from innet.cassini.evaluation import evaluate_cluster, evaluate_link
 from innet.cassini.fluid import FluidConfig
@@ -19,7 +20,6 @@ from innet.cassini.ns3engine import (
     Ns3Settings,
     build_config,
     build_program,
-    check_available,
     network_of,
     path_of,
     run_config,
@@ -41,16 +41,6 @@ FOUR = ROOT / "examples" / "jobs-4-leafspine.json"
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 
 
-def _ns3_reason() -> str | None:
-    try:
-        check_available()
-    except InputError as exc:
-        return str(exc)
-    return None
-
-
-REASON = _ns3_reason()
-needs_ns3 = pytest.mark.skipif(REASON is not None, reason=f"ns-3 engine unavailable: {REASON}")
 
 
 # ------------------------------------------------------------------------- the config

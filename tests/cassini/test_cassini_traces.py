@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from ns3_helpers import needs_ns3
 
 from innet.cassini.fluid import FluidConfig, FluidResult, JobRun
 from innet.cassini.geometry import best_shifts
@@ -284,20 +285,9 @@ def test_cli_refuses_bad_trace_input(capsys: pytest.CaptureFixture[str],
 # ------------------------------------------------------------------------------------ ns-3
 
 
-def _ns3_reason() -> str | None:
-    from innet.cassini.ns3engine import check_available
-
-    try:
-        check_available()
-    except InputError as exc:
-        return str(exc)
-    return None
 
 
-REASON = _ns3_reason()
-
-
-@pytest.mark.skipif(REASON is not None, reason=f"ns-3 engine unavailable: {REASON}")
+@needs_ns3
 def test_ns3_trace_without_contention_is_the_ideal_plus_packets() -> None:
     """Config version 2 on ns-3: two jobs that share no link finish in their own time plus
     what packets add (under 2% here), and a job waits for the one whose GPUs it was given."""

@@ -212,6 +212,16 @@ class _Phased(Protocol):
 _P = TypeVar("_P", bound=_Phased)
 
 
+def _fill(queue: list[float], queued: set[int], i: int, change: float, buffer: float) -> None:
+    """Link i's queue after a step that changed it by `change`, within 0..buffer; `queued`
+    keeps the links with something queued, the only ones a quiet step must visit."""
+    queue[i] = min(buffer, max(0.0, queue[i] + change))
+    if queue[i] > 0:
+        queued.add(i)
+    else:
+        queued.discard(i)
+
+
 def _offered(up: Sequence[_P], n_links: int) -> tuple[list[float],
                                                       list[list[tuple[_P, float]]]]:
     """Per link: the Gbps the jobs in an Up phase offer it (hops weigh), and each job's part
@@ -359,11 +369,7 @@ def simulate(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]
             if slope > 0:
                 excess[i] += slope * dt
                 overloaded[i] += dt
-            queue[i] = min(buffer, max(0.0, queue[i] + slope * dt))
-            if queue[i] > 0:
-                queued.add(i)
-            else:
-                queued.discard(i)
+            _fill(queue, queued, i, slope * dt, buffer)
         t += dt
         rate_of = {id(s): r for s, r in zip(up, rates, strict=True)}
         for s in state:

@@ -35,6 +35,7 @@ from innet.cassini.fluid import (
     _EPS,
     MAX_EVENTS,
     FluidConfig,
+    _fill,
     _max_min,
     _offered,
     _time_above,
@@ -283,11 +284,7 @@ def simulate_trace(sched: TraceSchedule, config: FluidConfig | None = None,
                 marks[i] += volume
                 for s, part in shares[i]:
                     s.marks += volume * part / offered[i]
-            queue[i] = min(buffer, max(0.0, queue[i] + slope * dt))
-            if queue[i] > 0:
-                queued.add(i)
-            else:
-                queued.discard(i)
+            _fill(queue, queued, i, slope * dt, buffer)
         t += dt
         rate_of = {id(s): r for s, r in zip(up, rates, strict=True)}
         for s in order:
