@@ -8,7 +8,8 @@
  *   Aggregate  checks the packet, then runs a cell's life cycle: clean a cell that another
  *              job or an older chunk holds, drop stale and duplicate packets, answer a
  *              retransmission of a finished chunk with the stored sum (shadow copy), merge,
- *              emit when the expected bitmap is complete, OR the contributors' CE marks.
+ *              emit when the expected bitmap is complete, OR the contributors' CE marks;
+ *              drop a request (NACK) for a contribution the cell holds while it waits.
  *   AggFirst   (egress) tells a chunk's first transmission on the port from everything else:
  *              a packet is first when it carries a contributor this switch has not sent yet
  *              for that chunk; agg_first and agg_repeat count the two per egress port, so the
@@ -151,9 +152,38 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
             drop_as(AGG_EV_MALFORMED);
         } else if (fault_drop == 1) {
             drop_as(AGG_EV_FAULT_DROP);
+        } else if (!agg_job.apply().hit) {
+            /* not on this job's tree (or a result of one): plain forwarding */
+            if ((hdr.agg.flags & AGG_FLAG_RESULT) != 0) {
+                agg_events.count(AGG_EV_RESULT);
+            }
         } else if ((hdr.agg.flags & AGG_FLAG_RESULT) != 0) {
-            agg_events.count(AGG_EV_RESULT);
-        } else if (agg_job.apply().hit) {
+            bit<32> index = (bit<32>)meta.agg_slot_base + (bit<32>)hdr.agg.slot;
+            bit<1> held = 0;
+            if ((hdr.agg.flags & AGG_FLAG_NACK) != 0 && meta.agg_blue == 1
+                    && hdr.agg.slot < meta.agg_slots && index < AGG_SLOTS
+                    && hdr.agg.bitmap != 0 && (hdr.agg.bitmap & ~meta.agg_expected) == 0) {
+                /* a request for contributions this switch holds while the chunk waits on
+                 * another of its workers: the workers asked need not send again (their
+                 * copies would be duplicates here); the one missing gets its own request */
+                bit<32> owner;
+                bit<32> chunk;
+                bit<32> have;
+                agg_owner.read(owner, index);
+                agg_chunk.read(chunk, index);
+                agg_bitmap.read(have, index);
+                if (owner == ((bit<32>)hdr.agg.job | AGG_OWNED) && chunk == hdr.agg.chunk
+                        && (have & hdr.agg.bitmap) == hdr.agg.bitmap
+                        && have != meta.agg_expected) {
+                    held = 1;
+                }
+            }
+            if (held == 1) {
+                drop_as(AGG_EV_NACK_HELD);
+            } else {
+                agg_events.count(AGG_EV_RESULT);
+            }
+        } else {
             bit<32> index = (bit<32>)meta.agg_slot_base + (bit<32>)hdr.agg.slot;
             if (hdr.agg.slot >= meta.agg_slots || index >= AGG_SLOTS || hdr.agg.bitmap == 0
                     || (hdr.agg.bitmap & ~meta.agg_expected) != 0) {

@@ -23,7 +23,8 @@
 #define AGG_FLAG_OVERFLOW 0x04 /* some element of the sum wrapped */
 #define AGG_FLAG_RESENT 0x08   /* the stored sum of a finished chunk, sent again */
 #define AGG_FLAG_NACK 0x10     /* with RESULT: the destination asks the workers in bitmap to
-                                  send the chunk again; forwarded like a RESULT */
+                                  send the chunk again (slot: the chunk's cell); forwarded
+                                  like a RESULT unless a blue switch holds them (aggregate.p4) */
 /* cell flag only (never on the wire): some contribution arrived with CE */
 #define AGG_CELL_CE 0x80
 /* owner register: job | AGG_OWNED, so 0 is a cell never used */
@@ -40,6 +41,8 @@
 #define AGG_EV_OVERFLOW 6   /* a sum wrapped (flagged in the packet) */
 #define AGG_EV_FAULT_DROP 7 /* dropped by the controller-set fault injection */
 #define AGG_EV_RESULT 8     /* a destination's result passed through */
+#define AGG_EV_NACK_HELD 9  /* a request for a contribution the cell holds, chunk not
+                               finished: dropped (another worker's request repairs it) */
 #define AGG_EVENTS 16
 
 #define PORT_COUNTERS 512

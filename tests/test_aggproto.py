@@ -21,6 +21,7 @@ from innet import aggpacket as ap
 from innet.aggproto import (
     Destination,
     JobEntry,
+    Out,
     SwitchModel,
     Worker,
     newer,
@@ -103,7 +104,7 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
                       max_rto=1.0, reorder_s=0.05) for i in range(n)]
     # reorder_s above the network's reordering (at most 4 ms of jitter a hop, 7 hops): in a
     # clean network no NACK is ever sent
-    dest = Destination(JOB, n, n_chunks, first, reorder_s=0.05)
+    dest = Destination(JOB, n, n_chunks, first, slots, reorder_s=0.05)
     net = Net(topo, rng, loss, dup, late=0.5, switches=switches)
     now = 0.0
     poll_at: dict[int, float] = {}
@@ -168,6 +169,9 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
             wi, path, k, pkt = ev[1], ev[2], ev[3], ev[4]
             if k < len(path):  # type: ignore[arg-type]
                 out = switches[path[k]].process(pkt)  # type: ignore[index]
+                if out.packet is None:  # a request for a contribution a blue switch holds
+                    assert out.event == "nack_held" and pkt.nack  # type: ignore[attr-defined]
+                    continue
                 assert out.packet == pkt  # results pass every switch unchanged
                 net.hop(now, ("down", wi, path, k + 1, pkt))  # type: ignore[operator]
             else:
@@ -266,6 +270,29 @@ def test_switch_model_overflow_ce_and_malformed() -> None:
     assert sw.process(ap.contribution(2, 0, 0, [5], 4)).event is None  # red for job 2
 
 
+def test_a_blue_switch_drops_a_request_for_a_contribution_it_holds() -> None:
+    """A chunk waits on worker 1 (its packet was lost below): the destination asks workers 0
+    and 1, each alone. The cell holds worker 0's contribution, so its request stops here
+    (worker 0 would only send a duplicate); worker 1's goes on. Once the cell is complete
+    (its aggregate lost above), or for another chunk, a job the switch is red for, or a
+    request naming both, requests pass, as results do."""
+    sw = _entry()
+    assert sw.process(ap.contribution(1, 5, 0, [1] * 32, 4)).event == "held"
+    ask0, ask1 = ap.nack_packet(1, 5, 0b01, 4), ap.nack_packet(1, 5, 0b10, 4)
+    assert ask0.slot == 1
+    assert (sw.process(ask0).event, sw.process(ask0).packet) == ("nack_held", None)
+    assert sw.process(ask1) == Out("result", ask1, False)
+    both = ap.nack_packet(1, 5, 0b11, 4)
+    assert sw.process(both).packet == both
+    assert sw.process(ap.nack_packet(1, 1, 0b01, 4)).packet is not None  # chunk 1's cell
+    red = SwitchModel({1: JobEntry(0b11, 4, 4, blue=False)})
+    red.process(ap.contribution(1, 5, 0, [1] * 32, 4))
+    assert red.process(ask0).packet == ask0
+    assert sw.process(ap.contribution(1, 5, 1, [2] * 32, 4)).event == "emitted"
+    assert sw.process(ask0).packet == ask0  # complete: the workers' copies bring it again
+    assert sw.events["nack_held"] == 2
+
+
 def test_another_jobs_cell_is_cleaned_before_reuse() -> None:
     sw = SwitchModel({1: JobEntry(0b11, 0, 4)})
     assert sw.process(ap.contribution(1, 100, 0, [9] * 32, 4)).event == "held"
@@ -303,7 +330,7 @@ def test_a_lost_contribution_is_asked_of_its_worker_only() -> None:
     n, chunks = 4, 3
     workers = [Worker(JOB, i, [[i + 1] * ap.VECTOR_LEN] * chunks, window=4, slots=8, rto=1.0,
                       min_rto=0.5, max_rto=2.0) for i in range(n)]
-    dest = Destination(JOB, n, chunks, reorder_s=0.002)
+    dest = Destination(JOB, n, chunks, slots=8, reorder_s=0.002)
     answers = []
     for w in workers:
         w._cwnd = 4.0  # the whole window at once

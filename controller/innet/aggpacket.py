@@ -49,7 +49,7 @@ BEHIND_UNKNOWN = 0xFFFF
 
 # Indices of the switch counter `agg_events` (p4src/headers.p4 AGG_EV_*), and their names.
 EVENT_NAMES = ("held", "emitted", "duplicate", "stale", "malformed", "resent", "overflow",
-               "fault_drop", "result")
+               "fault_drop", "result", "nack_held")
 EVENTS = len(EVENT_NAMES)
 
 _HEADER = struct.Struct("!HHIIHBB")
@@ -150,11 +150,20 @@ def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int]
                    values=tuple(values), flags=flags)
 
 
-def nack_packet(job: int, chunk: int, missing: int) -> AggPacket:
-    """The destination's request for chunk `chunk` from the workers of bitmap `missing`. It
-    carries RESULT so that every switch forwards it untouched (slot 0: no switch reads a
-    cell for it) and NACK so that no worker takes it for the sum."""
-    return AggPacket(job, 0, chunk & _MASK32, missing, 0, ZERO_VECTOR, FLAG_RESULT | FLAG_NACK)
+def nack_packet(job: int, chunk: int, missing: int, slots: int = DEFAULT_JOB_SLOTS
+                ) -> AggPacket:
+    """The destination's request for chunk `chunk` from the workers of bitmap `missing` (one
+    request per worker, each naming that worker alone). It carries RESULT so that switches
+    forward it, NACK so that no worker takes it for the sum, and the chunk's slot (as a
+    contribution would, with the job's `slots`) so that a blue switch on the way can look at
+    the chunk's cell: one that holds the contribution asked for, while it waits on another
+    worker, drops the request (aggregate.p4), since that worker's copy would be a duplicate
+    there. A worker's request for a RESULT it lost is the same packet, on its way up."""
+    if not 1 <= slots < 1 << 16:
+        raise ValueError(f"a job has 1..65535 slots, got {slots}")
+    chunk &= _MASK32
+    return AggPacket(job, chunk % slots, chunk, missing, 0, ZERO_VECTOR,
+                     FLAG_RESULT | FLAG_NACK)
 
 
 def encode(pkt: AggPacket) -> bytes:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from innet.aggpacket import (
     BEHIND_UNKNOWN,
+    DEFAULT_JOB_SLOTS,
     EVENT_NAMES,
     FLAG_MERGED,
     FLAG_OVERFLOW,
@@ -128,9 +129,11 @@ class SwitchModel:
     def process(self, pkt: AggPacket, ce: bool = False) -> Out:
         """One aggregation packet in, what leaves (aggregate.p4's apply block, then AggFirst
         in egress)."""
-        if pkt.flags & FLAG_RESULT:
-            return self._count("result", pkt, ce)
         entry = self.entries.get(pkt.job)
+        if pkt.flags & FLAG_RESULT:
+            if entry is not None and pkt.nack and self._holds(pkt, entry):
+                return self._count("nack_held", None, ce)
+            return self._count("result", pkt, ce)
         if entry is None:  # not on this job's tree: plain forwarding
             return Out(None, pkt, ce)
         index = entry.base + pkt.slot
@@ -141,6 +144,17 @@ class SwitchModel:
         if out.packet is None:
             return out
         return replace(out, first=self._egress(out.packet, index))
+
+    def _holds(self, pkt: AggPacket, entry: JobEntry) -> bool:
+        """A request (NACK) for contributions this blue switch's cell holds while the chunk
+        waits on another of its workers: the workers asked would only send duplicates."""
+        index = entry.base + pkt.slot
+        if (not entry.blue or pkt.slot >= entry.slots or index >= self.pool
+                or pkt.bitmap == 0 or pkt.bitmap & ~entry.expected):
+            return False
+        cell = self.cells[index]
+        return (cell.owner == pkt.job | _OWNED and cell.chunk == pkt.chunk
+                and cell.bitmap & pkt.bitmap == pkt.bitmap and cell.bitmap != entry.expected)
 
     def _egress(self, pkt: AggPacket, index: int) -> bool:
         """AggFirst: does `pkt` carry a contributor this switch has not sent for its chunk?"""
@@ -384,7 +398,8 @@ class Worker:
                 out.append(self.packet(i))
             else:  # the chunk is complete at the destination: ask it for the RESULT alone
                 self.result_requests += 1
-                out.append(nack_packet(self.job, self.first_chunk + i, 1 << self.index))
+                out.append(nack_packet(self.job, self.first_chunk + i, 1 << self.index,
+                                       self.slots))
         self._asked.clear()
         return out
 
@@ -462,6 +477,7 @@ class Destination:
     workers: int                # how many: the full bitmap is (1 << workers) - 1
     chunks: int
     first_chunk: int = 0
+    slots: int = DEFAULT_JOB_SLOTS  # the job's cells: a request names its chunk's slot
     state: dict[int, ChunkState] = field(default_factory=dict)
     complete: int = 0
     duplicates: int = 0
@@ -588,8 +604,11 @@ class Destination:
             self._asked_at[c] = now
             grown = self.nack_rto * 1.5 ** min(asks - 1, _MAX_BACKOFF_STEPS)
             self._due[c] = now + min(self.nack_ceiling_s, grown)
-            packet = nack_packet(self.job, self.first_chunk + c, missing)
-            out += [(w, packet) for w in range(self.workers) if missing >> w & 1]
+            # one request per worker naming it alone: a blue switch that holds that worker's
+            # contribution drops its request (the loss was a sibling's), so only the worker
+            # whose packet was lost sends again
+            out += [(w, nack_packet(self.job, self.first_chunk + c, 1 << w, self.slots))
+                    for w in range(self.workers) if missing >> w & 1]
         self.nacks += len(out)
         return out
 

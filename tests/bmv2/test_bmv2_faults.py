@@ -49,7 +49,7 @@ DEST = HOSTS["h0"][0]
 SETTLE_S = 60.0  # a packet's fate is known within this, however busy the machine is
 # what the switches count: each port's packets in and out, and the drops of the aggregation
 DROPS = [ap.EVENT_NAMES.index(n) for n in ("held", "duplicate", "stale", "malformed",
-                                          "fault_drop")]
+                                          "fault_drop", "nack_held")]
 LINKS = (("s1", 2, "s2", 1), ("s1", 3, "s3", 1))  # switch, port, switch, port
 H0_PORT = EDGE["h0"][1]
 
@@ -277,6 +277,58 @@ def test_a_result_passes_every_switch_untouched(tree: Tree) -> None:
     assert pkt == res and tree.events("s2")["result"] == tree.events("s1")["result"] == 1
 
 
+def test_a_request_for_a_contribution_a_blue_switch_holds_goes_no_further(tree: Tree) -> None:
+    """h2's contribution is lost below s2: the destination asks h1 and h2, each alone. s2
+    holds h1's contribution, so h1's request ends there (h1 would send a duplicate) and h2's
+    reaches h2. When s2's cell is complete (its aggregate lost above), a request passes: the
+    worker's copy makes s2 send its stored sum again."""
+    tree.deploy([ALL])
+    v = {h: vec(40 + i) for i, h in enumerate(WORKERS)}
+    socks = {}
+    for h in ("h1", "h2"):
+        with in_netns(tree.netns[h]):
+            socks[h] = ap.receiver_socket()
+    try:
+        def ask(chunk: int) -> dict[str, list[ap.AggPacket]]:
+            """The destination's requests for `chunk` to h1 and h2; what each one got."""
+            for i, h in enumerate(("h1", "h2")):
+                tree.rx.sendto(ap.encode(ap.nack_packet(ALL.job, chunk, 1 << i, ALL.slots)),
+                               (HOSTS[h][0], ap.AGG_UDP_PORT))
+                tree.sent += 1
+            c = tree.settle()
+            got = {}
+            for h, sock in socks.items():
+                s_, p_ = EDGE[h]
+                want = c[s_]["port_out"].get(p_, 0) - taken[h]
+                taken[h] += want
+                got[h] = []
+                for _ in range(want):
+                    assert select.select([sock], [], [], SETTLE_S)[0]
+                    got[h].append(ap.decode(sock.recv(65535)))
+            return got
+
+        taken = {"h1": 0, "h2": 0}
+        tree.contribute("h1", ALL, 5, v["h1"])
+        got = ask(5)
+        assert got["h1"] == [] and [(p.chunk, p.bitmap, p.nack) for p in got["h2"]] == \
+            [(5, 0b10, True)]
+        assert tree.events("s2")["nack_held"] == 1 and tree.events("s1")["result"] == 2
+        for h in ("h2", "h3", "h4"):  # h2 answers its request: the chunk completes
+            tree.contribute(h, ALL, 5, v[h])
+        assert only(tree.received()).values == total(*v.values())
+
+        tree.set_drop("s1", 1.0)  # chunk 6: s2's aggregate dies at s1
+        tree.contribute("h1", ALL, 6, v["h1"])
+        tree.contribute("h2", ALL, 6, v["h2"])
+        tree.set_drop("s1", 0.0)
+        got = ask(6)
+        assert [len(got[h]) for h in ("h1", "h2")] == [1, 1]
+        assert tree.events("s2")["nack_held"] == 1  # a complete cell holds no request
+    finally:
+        for sock in socks.values():
+            sock.close()
+
+
 def test_a_late_copy_after_the_slot_was_reused_is_dropped_as_stale(tree: Tree) -> None:
     job = Job(2, ("h1", "h2"), ("s2",), slots=2)
     tree.deploy([job])
@@ -497,12 +549,14 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
         chunk = rng.randint(max(0, step // 6 - 3), step // 6 + 1)
         w = rng.randint(0, 1)
         pkt = ap.contribution(4, chunk, w, vec(chunk * 2 + w), 4)
+        if rng.random() < 0.2:  # a request (NACK) for it: held or passed on
+            pkt = ap.nack_packet(4, chunk, rng.choice([1 << w, 0b11]), 4)
         if rng.random() < 0.05:
             pkt = dataclasses.replace(pkt, slot=5)  # malformed
         sent.append(pkt)
     expected = []
     for pkt in sent:
-        tree.send(job.workers[pkt.bitmap.bit_length() - 1], pkt)
+        tree.send(job.workers[pkt.bitmap.bit_length() - 1] if pkt.bitmap else "h1", pkt)
         out = model.process(pkt)
         if out.packet is not None:
             expected.append(out.packet)
@@ -513,3 +567,4 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
     assert (tree.uplink("s2", "agg_first"), tree.uplink("s2", "agg_repeat")) == \
         (model.first, model.repeat)
     assert model.first > 0 and model.repeat > 0
+    assert model.events["nack_held"] > 0 and model.events["result"] > 0

@@ -138,10 +138,10 @@ def _percentiles(seconds: Iterable[float]) -> dict[str, float]:
 def run_destination(args: argparse.Namespace) -> dict[str, Any]:
     jobs: dict[int, tuple[Destination, list[str]]] = {}
     for spec in args.job:
-        job_s, ips_s, chunks_s = spec.split(":")
+        job_s, ips_s, chunks_s, slots_s = spec.split(":")
         ips = ips_s.split(",")
-        jobs[int(job_s)] = (Destination(int(job_s), len(ips), int(chunks_s), args.first_chunk),
-                            ips)
+        jobs[int(job_s)] = (Destination(int(job_s), len(ips), int(chunks_s), args.first_chunk,
+                                        int(slots_s)), ips)
     stop = False
 
     def _stop(*_: Any) -> None:
@@ -228,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--out", required=True)
     d = sub.add_parser("dest")
     d.add_argument("--job", action="append", required=True,
-                   help="JOB:IP,IP,...:CHUNKS (worker i at the i-th address); repeat")
+                   help="JOB:IP,IP,...:CHUNKS:SLOTS (worker i at the i-th address; SLOTS: the "
+                        "job's cells per switch); repeat")
     d.add_argument("--first-chunk", type=int, default=0)
     d.add_argument("--ready", required=True, help="file touched once the socket is bound")
     d.add_argument("--multicast-from", default=None, metavar="IP",

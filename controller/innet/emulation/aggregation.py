@@ -410,7 +410,7 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int,
            str(first_chunk), "--ready", str(ready), "--out", str(dest_file)]
     for w in workloads:
         ips = ",".join(topo.hosts[h].ip for h in w.workers)
-        cmd += ["--job", f"{w.job}:{ips}:{chunks}"]
+        cmd += ["--job", f"{w.job}:{ips}:{chunks}:{w.slots}"]
     if multicast:
         cmd += ["--multicast-from", topo.hosts[dest_name].ip]
     dest = run.host(dest_name).popen(cmd, stdout=subprocess.DEVNULL,
