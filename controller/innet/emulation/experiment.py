@@ -26,7 +26,7 @@ from innet.bmv2.local import switch_addresses
 from innet.bmv2.thrift import run_cli
 from innet.emulation.net import RunningNetwork, running_network
 from innet.p4rt.client import SwitchAddress
-from innet.p4rt.controller import Controller, SwitchTarget, events_to
+from innet.p4rt.controller import DEFAULT_INTERVAL, Controller, SwitchTarget, events_to
 from innet.p4rt.deploy import Replication, SwitchDeploy
 from innet.p4rt.entities import Entry
 from innet.p4rt.schema import Pipeline
@@ -90,9 +90,11 @@ def controlled_network(topo: Topology, out: Path, entries: Mapping[str, Sequence
                        setup: Sequence[str] | Mapping[str, Sequence[str]] = (),
                        pcap: bool = False,
                        pipeline: Pipeline | None = None,
-                       timeout: float = SYNC_TIMEOUT) -> Iterator[ControlledNetwork]:
+                       timeout: float = SYNC_TIMEOUT,
+                       interval: float = DEFAULT_INTERVAL) -> Iterator[ControlledNetwork]:
     """The network up, every switch holding `entries` and `replication` (and `setup` sent:
-    the same commands to every switch, or per switch), until the body ends.
+    the same commands to every switch, or per switch), until the body ends. `interval`: the
+    controller's periodic check of every switch (a restart is seen at once, on the stream).
 
     The switches start without a program (as switches the controller did not start would):
     the controller's first pass loads it."""
@@ -103,6 +105,7 @@ def controlled_network(topo: Topology, out: Path, entries: Mapping[str, Sequence
         setup_t = ({sw: tuple(cmds) for sw, cmds in setup.items()}
                    if isinstance(setup, Mapping) else dict.fromkeys(addresses, tuple(setup)))
         initial = _targets(addresses, entries, replication, setup_t)
-        with Controller(addresses, pipeline, initial, sideband=run_cli) as ctl:
+        with Controller(addresses, pipeline, initial, sideband=run_cli,
+                        interval=interval) as ctl:
             ctl.wait_synced(timeout)
             yield ControlledNetwork(net, ctl, addresses, setup_t)
