@@ -3,8 +3,8 @@
  * Small controls, one concern each:
  *   AggFault   drops a controller-set share of aggregation packets (fault injection, off by
  *              default), with the v1model random extern;
- *   AggValues  the 32 sums of one cell: add a vector (or read the stored sums back) and
- *              detect a wrapped element;
+ *   AggValues  the 32 sums of one cell: store a first vector, add a later one (and detect
+ *              a wrapped element), or read the stored sums back;
  *   Aggregate  checks the packet, then runs a cell's life cycle: clean a cell that another
  *              job or an older chunk holds, drop stale and duplicate packets, answer a
  *              retransmission of a finished chunk with the stored sum (shadow copy), merge,
@@ -54,40 +54,55 @@ control AggFault(inout headers_t hdr, out bit<1> drop) {
     }
 }
 
-/* One element: stored sum (masked by agg_keep) plus packet value (masked by agg_add); the
- * result goes into the packet and back into the register. An element wrapped when both
- * operands have the same sign and the sum the other one. */
-#define AGG_STEP(i) \
+/* The 32 sums of a cell, one action per use, so that each does only its own work: BMv2
+ * runs every statement of an action, and adding (read, add, overflow check, write back) is
+ * most of what a blue switch spends on a packet. A first contribution is stored as it came
+ * (a sum of one value cannot wrap), a later one added, a finished chunk's sums read back
+ * into the packet. An element wrapped when both operands have the same sign and the sum
+ * the other one. */
+#define AGG_ADD(i) \
     agg_values.read(stored, meta.agg_index + i); \
-    a = stored & meta.agg_keep; \
-    b = hdr.vec.v##i & meta.agg_add; \
-    acc = a + b; \
-    wrapped = wrapped | ((a ^ acc) & (b ^ acc)); \
+    acc = stored + hdr.vec.v##i; \
+    wrapped = wrapped | ((stored ^ acc) & (hdr.vec.v##i ^ acc)); \
     hdr.vec.v##i = acc; \
     agg_values.write(meta.agg_index + i, acc);
+#define AGG_STORE(i) agg_values.write(meta.agg_index + i, hdr.vec.v##i);
+#define AGG_LOAD(i) agg_values.read(hdr.vec.v##i, meta.agg_index + i);
+#define AGG_ALL(step) \
+    step(0)  step(1)  step(2)  step(3)  step(4)  step(5)  step(6)  step(7) \
+    step(8)  step(9)  step(10) step(11) step(12) step(13) step(14) step(15) \
+    step(16) step(17) step(18) step(19) step(20) step(21) step(22) step(23) \
+    step(24) step(25) step(26) step(27) step(28) step(29) step(30) step(31)
 
 control AggValues(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(AGG_SLOTS * AGG_VECTOR_LEN) agg_values;
 
+    action store_vector() {
+        AGG_ALL(AGG_STORE)
+        meta.agg_overflow = 0;
+    }
+
     action add_vector() {
         bit<32> stored;
-        bit<32> a;
-        bit<32> b;
         bit<32> acc;
         bit<32> wrapped = 0;
-        AGG_STEP(0)  AGG_STEP(1)  AGG_STEP(2)  AGG_STEP(3)
-        AGG_STEP(4)  AGG_STEP(5)  AGG_STEP(6)  AGG_STEP(7)
-        AGG_STEP(8)  AGG_STEP(9)  AGG_STEP(10) AGG_STEP(11)
-        AGG_STEP(12) AGG_STEP(13) AGG_STEP(14) AGG_STEP(15)
-        AGG_STEP(16) AGG_STEP(17) AGG_STEP(18) AGG_STEP(19)
-        AGG_STEP(20) AGG_STEP(21) AGG_STEP(22) AGG_STEP(23)
-        AGG_STEP(24) AGG_STEP(25) AGG_STEP(26) AGG_STEP(27)
-        AGG_STEP(28) AGG_STEP(29) AGG_STEP(30) AGG_STEP(31)
+        AGG_ALL(AGG_ADD)
         meta.agg_overflow = wrapped[31:31];
     }
 
+    action load_vector() {
+        AGG_ALL(AGG_LOAD)
+        meta.agg_overflow = 0;
+    }
+
     apply {
-        add_vector();
+        if (meta.agg_mode == AGG_MODE_STORE) {
+            store_vector();
+        } else if (meta.agg_mode == AGG_MODE_ADD) {
+            add_vector();
+        } else {
+            load_vector();
+        }
     }
 }
 
@@ -207,8 +222,7 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
                 bit<32> me = (bit<32>)hdr.agg.job | AGG_OWNED;
                 bit<32> ahead = hdr.agg.chunk - chunk;  /* serial order: bit 31 = behind */
                 meta.agg_index = index * AGG_VECTOR_LEN;
-                meta.agg_keep = 0xffffffff;
-                meta.agg_add = 0xffffffff;
+                meta.agg_mode = AGG_MODE_ADD;
                 if (owner != me || (ahead != 0 && ahead[31:31] == 0)) {
                     /* clean before reuse: another job's cell, or a chunk every worker
                      * has finished */
@@ -217,13 +231,13 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
                     have = 0;
                     count = 0;
                     flags = 0;
-                    meta.agg_keep = 0;
+                    meta.agg_mode = AGG_MODE_STORE;
                 }
                 if (owner == me && ahead != 0 && ahead[31:31] == 1) {
                     drop_as(AGG_EV_STALE);
                 } else if ((have & hdr.agg.bitmap) != 0) {
                     if (have == meta.agg_expected) {
-                        meta.agg_add = 0;  /* read the stored sums into the packet */
+                        meta.agg_mode = AGG_MODE_LOAD;  /* the stored sums, into the packet */
                         values.apply(hdr, meta);
                         send_sums(have, count, AGG_FLAG_MERGED | AGG_FLAG_RESENT, flags);
                         agg_events.count(AGG_EV_RESENT);

@@ -27,6 +27,11 @@
                                   like a RESULT unless a blue switch holds them (aggregate.p4) */
 /* cell flag only (never on the wire): some contribution arrived with CE */
 #define AGG_CELL_CE 0x80
+/* what AggValues does with a cell's sums: a fresh cell takes the packet's values, a cell
+   in use adds them, a finished one's sums are read back into the packet (shadow copy) */
+#define AGG_MODE_STORE 0
+#define AGG_MODE_ADD 1
+#define AGG_MODE_LOAD 2
 /* owner register: job | AGG_OWNED, so 0 is a cell never used */
 #define AGG_OWNED 0x10000
 
@@ -116,8 +121,7 @@ struct metadata_t {
     bit<16> agg_slot_base;  /* from the agg_job entry: first cell of the job's range */
     bit<16> agg_slots;      /* from the agg_job entry: cells in the job's range */
     bit<32> agg_index;      /* first value register of the cell in use */
-    bit<32> agg_keep;       /* all ones: add to the stored sums; zero: start from 0 */
-    bit<32> agg_add;        /* all ones: add the packet's values; zero: read the sums back */
+    bit<2> agg_mode;        /* AggValues: AGG_MODE_STORE, AGG_MODE_ADD or AGG_MODE_LOAD */
     bit<1> agg_overflow;    /* set by AggValues when an element wrapped */
     bit<1> agg_blue;        /* agg_job said aggregate (1) or track (0) */
     bit<1> agg_tracked;     /* a contribution or aggregate of a job this switch tracks */

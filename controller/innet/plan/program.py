@@ -30,7 +30,8 @@ DEFAULT_TABLES = (T_ECN, T_FAULT)     # the controller sets their default action
 DROP_SCALE = 1 << 16  # agg_fault's share: drop when random(0..65535) < share
 
 # actions the data plane calls itself (no table entry names them)
-A_ADD_VECTOR, A_DROP_AS, A_SEND_SUMS = "add_vector", "drop_as", "send_sums"
+A_STORE_VECTOR, A_ADD_VECTOR, A_LOAD_VECTOR = "store_vector", "add_vector", "load_vector"
+A_DROP_AS, A_SEND_SUMS = "drop_as", "send_sums"
 
 # counters
 C_PORT_IN, C_PORT_OUT = "port_in", "port_out"  # per port, packets and bytes
