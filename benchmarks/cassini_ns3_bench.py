@@ -7,6 +7,10 @@ every arm's ns-3 run, the tables):
 - one draw on the 1,024-server k=16 fat-tree (target: 20 minutes on this machine);
 - a 20-draw sweep on the 128-server k=8 fat-tree (target: 30 minutes).
 
+Both with the sweep's default workers, one per CPU: the 20 draws run in that many
+processes, and the one large draw runs its engine's runs (three arms and the measured
+ideal) that many at a time.
+
 The snapshot fills every GPU (1,024 GPUs: some 250 jobs of 2-6 GPUs). The rate scale, the
 candidates and the fluid-checked candidates are printed with the times, as is the load of
 the machine before and after (the runs are niced: they share it). Usage:
@@ -75,7 +79,7 @@ def main() -> int:
                       "--draws", str(draws), "--engine", "ns3", "--rate-scale",
                       args.rate_scale, "--trace-iterations", args.iterations,
                       "--candidates", args.candidates, "--checked", args.checked,
-                      "--workers", "1", "--out", str(out))
+                      "--out", str(out))
         before = _load()
         t0 = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=_env())

@@ -322,6 +322,23 @@ def test_ns3_trace_without_contention_is_the_ideal_plus_packets() -> None:
     assert alone["c"].jct_ms == pytest.approx(2 * 300, rel=0.02)
 
 
+@needs_ns3
+def test_an_ns3_draws_runs_at_once_give_what_they_give_one_after_the_other() -> None:
+    """A draw's engine runs (three arms and the measured ideal) are separate processes: run
+    two at a time they give the same draw, to the last figure."""
+    from innet.cassini.ns3engine import Ns3Engine
+
+    topo = load_topology(LEAFSPINE)
+    trace = make_trace("snapshot", topo, 0, 1, iterations=(2, 3))
+    draws = [evaluate_trace(topo, trace, 1, candidates=2, checked=1, agents=CONFIG,
+                            engine=Ns3Engine(), arm_workers=n) for n in (1, 2)]
+    assert draws[0].jobs == draws[1].jobs
+    assert draws[0].measured_ideal == draws[1].measured_ideal is not None
+    assert {m: a.to_dict() for m, a in draws[0].arms.items()} == \
+        {m: a.to_dict() for m, a in draws[1].arms.items()}
+    assert set(draws[0].jobs) == {"base", "base+shifts", "cassini", "ideal"}
+
+
 def test_replanned_shifts_move_running_jobs_least() -> None:
     """A re-plan translates each component by one common time: relative shifts (what the
     links' interleaving depends on) stay the plan's, and a running job keeps its shift."""

@@ -113,23 +113,38 @@ def run_schedule(topology: Topology, sched: TraceSchedule, agents: FluidConfig,
 def evaluate_trace(topology: Topology, trace: Trace, index: int = 0, *, seed: int = 0,
                    candidates: int = 20, checked: int = DEFAULT_CHECKED,
                    agents: FluidConfig = DEFAULT_CHECK,
-                   engine: Engine | None = None) -> TraceDraw:
+                   engine: Engine | None = None, arm_workers: int = 1) -> TraceDraw:
     """Plan `trace` for every arm and measure each; the ideal from the base's schedule
     (the rounds place the same jobs at the same times in every arm: admission only counts
-    free GPUs)."""
+    free GPUs). With an engine, `arm_workers` of its runs (the arms and the measured ideal:
+    separate processes, independent of each other) go at once: one large draw alone then
+    uses the machine's cores, as a sweep of many draws does with one process per draw."""
     plans = plan_trace(topology, trace, candidates=candidates, seed=seed, checked=checked,
                        fluid=agents)
     arms: dict[str, TraceFigures] = {}
     jobs: dict[str, list[dict[str, Any]]] = {}
-    for sched in plans.arms():
-        result = run_schedule(topology, sched, agents, engine)
+    schedules = list(plans.arms())
+    alone: TraceResult | None = None
+    if engine is not None and arm_workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=arm_workers) as pool:
+            ideal_run = pool.submit(engine.trace_alone, topology, plans.base,
+                                    replace(agents, realign_pct=None))
+            results = list(pool.map(lambda s: run_schedule(topology, s, agents, engine),
+                                    schedules))
+            alone = ideal_run.result()
+    else:
+        results = [run_schedule(topology, s, agents, engine) for s in schedules]
+    for sched, result in zip(schedules, results, strict=True):
         arms[sched.mode] = TraceFigures.of(result)
         hosts = sched.placement
         jobs[sched.mode] = [j.to_dict() | {"hosts": list(hosts[j.name])} for j in result.jobs]
     ideal = np.asarray([j["ideal_ms"] for j in jobs["base"]], dtype=np.float64)
     measured = None
     if engine is not None:
-        alone = engine.trace_alone(topology, plans.base, replace(agents, realign_pct=None))
+        if alone is None:
+            alone = engine.trace_alone(topology, plans.base, replace(agents, realign_pct=None))
         measured = alone.jct()
         jobs["ideal"] = [j.to_dict() for j in alone.jobs]
     return TraceDraw(index, trace, arms, (float(ideal.mean()), float(np.percentile(ideal, 99))),
@@ -140,13 +155,14 @@ def run_trace_draw(topology: Topology, kind: str, index: int, *, seed: int = 0,
                    count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
                    iterations: tuple[int, int] = DEFAULT_ITERATIONS, candidates: int = 20,
                    checked: int = DEFAULT_CHECKED, agents: FluidConfig = DEFAULT_CHECK,
-                   engine: Engine | None = None) -> TraceDraw:
+                   engine: Engine | None = None, arm_workers: int = 1) -> TraceDraw:
     """Draw `index`: a trace of `kind` seeded (seed, index), evaluated. Any process gives
     the same draw."""
     trace = make_trace(kind, topology, seed, index, count=count, load=load,
                        iterations=iterations)
     return evaluate_trace(topology, trace, index, seed=seed, candidates=candidates,
-                          checked=checked, agents=agents, engine=engine)
+                          checked=checked, agents=agents, engine=engine,
+                          arm_workers=arm_workers)
 
 
 def trace_sweep(topology: Topology, kind: str, draws: int, *, seed: int = 0,
@@ -156,9 +172,11 @@ def trace_sweep(topology: Topology, kind: str, draws: int, *, seed: int = 0,
                 engine: Engine | None = None, progress: Callable[[int], Any] | None = None,
                 workers: int = 1, dask: str | None = None) -> list[TraceDraw]:
     make_trace(kind, topology, seed, 0, count=count, load=load, iterations=iterations)
+    # the cores the draws leave idle (fewer draws than workers) go to each draw's engine runs
+    arm_workers = max(1, workers // draws) if engine is not None and dask is None else 1
     task = functools.partial(run_trace_draw, topology, kind, seed=seed, count=count, load=load,
                              iterations=iterations, candidates=candidates, checked=checked,
-                             agents=agents, engine=engine)
+                             agents=agents, engine=engine, arm_workers=arm_workers)
     return run_tasks(task, draws, progress=progress, workers=workers, dask=dask)
 
 
