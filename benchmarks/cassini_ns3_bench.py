@@ -104,7 +104,7 @@ def main() -> int:
               f"{summary['cassini']['jct_p99_ms']:.3f}x, ideal "
               f"{summary['ideal']['jct_mean_ms']:.3f}x / {summary['ideal']['jct_p99_ms']:.3f}x"
               f"; worse draws {summary['worse_draws']}")
-        print(f"  command: innet {' '.join(argv[5:])}")
+        print(f"  command: innet {' '.join(argv[argv.index('innet.cli') + 1:])}")
     return 0
 
 
