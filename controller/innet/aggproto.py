@@ -137,22 +137,24 @@ class SwitchModel:
         if entry is None:  # not on this job's tree: plain forwarding
             return Out(None, pkt, ce)
         index = entry.base + pkt.slot
-        if (pkt.slot >= entry.slots or index >= self.pool or pkt.bitmap == 0
-                or pkt.bitmap & ~entry.expected):
+        if not self._addressed(pkt, entry):
             return self._count("malformed", None, ce)
         out = self._aggregate(pkt, ce, entry, index) if entry.blue else Out(None, pkt, ce)
         if out.packet is None:
             return out
         return replace(out, first=self._egress(out.packet, index))
 
+    def _addressed(self, pkt: AggPacket, entry: JobEntry) -> bool:
+        """The packet names a cell of the job's and bits this switch expects."""
+        return (pkt.slot < entry.slots and entry.base + pkt.slot < self.pool
+                and pkt.bitmap != 0 and not pkt.bitmap & ~entry.expected)
+
     def _holds(self, pkt: AggPacket, entry: JobEntry) -> bool:
         """A request (NACK) for contributions this blue switch's cell holds while the chunk
         waits on another of its workers: the workers asked would only send duplicates."""
-        index = entry.base + pkt.slot
-        if (not entry.blue or pkt.slot >= entry.slots or index >= self.pool
-                or pkt.bitmap == 0 or pkt.bitmap & ~entry.expected):
+        if not entry.blue or not self._addressed(pkt, entry):
             return False
-        cell = self.cells[index]
+        cell = self.cells[entry.base + pkt.slot]
         return (cell.owner == pkt.job | _OWNED and cell.chunk == pkt.chunk
                 and cell.bitmap & pkt.bitmap == pkt.bitmap and cell.bitmap != entry.expected)
 
