@@ -12,12 +12,14 @@ no switch process, veth or bridge of its own is left. The description of the net
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,6 +201,36 @@ def _prepare_hosts(topology: Topology, net: Any) -> None:
                          "nud permanent")
 
 
+def _wait_for_carrier(net: Any, seconds: float = 10.0) -> None:
+    """Until every switch port is up (and, on a bridge, forwarding). The kernel reports a
+    veth's carrier asynchronously, up to a second after both ends are set up, and a packet sent
+    before that is lost: a network handed over earlier fails its first pings or costs its first
+    aggregation packets a retransmission."""
+    ports = [(sw.name, intf.name) for sw in net.switches for intf in sw.intfList()
+             if intf.name != "lo"]
+
+    def not_ready() -> list[str]:
+        # `ip`, not /sys/class/net: sysfs shows the namespace it was mounted in, which need
+        # not be this process's
+        out = subprocess.run(["ip", "-j", "-d", "link", "show"], capture_output=True,
+                             text=True).stdout
+        ready = set()
+        for link in json.loads(out or "[]"):
+            port = link.get("linkinfo", {}).get("info_slave_data", {})
+            if link.get("operstate") == "UP" and port.get("state", "forwarding") == "forwarding":
+                ready.add(link.get("ifname"))
+        return [name for _, name in ports if name not in ready]
+
+    deadline = time.monotonic() + seconds
+    waiting = not_ready()
+    while waiting and time.monotonic() < deadline:
+        time.sleep(0.02)
+        waiting = not_ready()
+    if waiting:
+        raise EmulationError(f"switch ports without a carrier {seconds:.0f} s after the start: "
+                             f"{', '.join(waiting[:8])}")
+
+
 def _own_leftovers(topology: Topology) -> list[str]:
     """Interfaces named after our nodes (Mininet's 'node-ethN' veths, bridges) still present."""
     names = set(topology.switches) | set(topology.hosts)
@@ -312,6 +344,7 @@ def running_network(
         net.build()
         net.start()
         _prepare_hosts(topology, net)
+        _wait_for_carrier(net)
         yield RunningNetwork(topology, net, run_dir, ports if switch_kind == "bmv2" else {})
     finally:
         if main:
