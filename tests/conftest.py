@@ -9,6 +9,23 @@ import pytest
 REQUIRE_ALL = os.environ.get("INNET_REQUIRE_P4", "") not in ("", "0")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """As root, the run takes a network namespace of its own before any thread starts, so
+    interfaces and ports of any other network on the machine (a run killed half-way, another
+    run at the same time) neither fail it nor are touched by it. INNET_TEST_NETNS=0 keeps the
+    machine's namespace, for looking at a test's veths from another shell."""
+    from innet.testing import netns
+
+    if os.environ.get("INNET_TEST_NETNS", "1") == "0" or netns.isolation_problem():
+        return
+    try:
+        netns.isolate()
+    except OSError as exc:
+        config.issue_config_time_warning(
+            pytest.PytestConfigWarning(f"tests share the machine's network namespace: {exc}"),
+            stacklevel=2)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from innet.testing.netns import outside_network
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = {"p4src": ("innet.json", "innet.p4info.txtpb", "innet.p4"),
            "topologies": ("bt15.json", "fattree4.json", "leafspine24.json"),
@@ -37,8 +39,10 @@ def _clean_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                           "--disable-pip-version-check", "-w", str(out), str(ROOT)],
+    # pip's isolated build fetches the build backend: the machine's network, not the run's own
+    proc = subprocess.run(outside_network([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                                           "-q", "--disable-pip-version-check", "-w", str(out),
+                                           str(ROOT)]),
                           capture_output=True, text=True, env=_clean_env(), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     wheels = list(out.glob("innet-*.whl"))
