@@ -56,18 +56,22 @@ control AggFault(inout headers_t hdr, out bit<1> drop) {
 
 /* The 32 sums of a cell, one action per use, so that each does only its own work: BMv2
  * runs every statement of an action, and adding (read, add, overflow check, write back) is
- * most of what a blue switch spends on a packet. A first contribution is stored as it came
- * (a sum of one value cannot wrap), a later one added, a finished chunk's sums read back
- * into the packet. An element wrapped when both operands have the same sign and the sum
- * the other one. */
+ * most of what a blue switch spends on a packet. One register array per element, indexed by
+ * the cell, so no statement computes an element's address. A first contribution is stored
+ * as it came (a sum of one value cannot wrap); a later one is added into the cell, and into
+ * the packet only when the packet leaves with the sums (the contribution that completes the
+ * chunk: the others are held, their copy of the sums would be thrown away); a finished
+ * chunk's sums are read back into the packet. An element wrapped when both operands have the
+ * same sign and the sum the other one. */
+#define AGG_REGISTER(i) register<bit<32>>(AGG_SLOTS) agg_v##i;
 #define AGG_ADD(i) \
-    agg_values.read(stored, meta.agg_index + i); \
+    agg_v##i.read(stored, meta.agg_cell); \
     acc = stored + hdr.vec.v##i; \
     wrapped = wrapped | ((stored ^ acc) & (hdr.vec.v##i ^ acc)); \
-    hdr.vec.v##i = acc; \
-    agg_values.write(meta.agg_index + i, acc);
-#define AGG_STORE(i) agg_values.write(meta.agg_index + i, hdr.vec.v##i);
-#define AGG_LOAD(i) agg_values.read(hdr.vec.v##i, meta.agg_index + i);
+    agg_v##i.write(meta.agg_cell, acc);
+#define AGG_ADD_EMIT(i) AGG_ADD(i) hdr.vec.v##i = acc;
+#define AGG_STORE(i) agg_v##i.write(meta.agg_cell, hdr.vec.v##i);
+#define AGG_LOAD(i) agg_v##i.read(hdr.vec.v##i, meta.agg_cell);
 #define AGG_ALL(step) \
     step(0)  step(1)  step(2)  step(3)  step(4)  step(5)  step(6)  step(7) \
     step(8)  step(9)  step(10) step(11) step(12) step(13) step(14) step(15) \
@@ -75,7 +79,7 @@ control AggFault(inout headers_t hdr, out bit<1> drop) {
     step(24) step(25) step(26) step(27) step(28) step(29) step(30) step(31)
 
 control AggValues(inout headers_t hdr, inout metadata_t meta) {
-    register<bit<32>>(AGG_SLOTS * AGG_VECTOR_LEN) agg_values;
+    AGG_ALL(AGG_REGISTER)
 
     action store_vector() {
         AGG_ALL(AGG_STORE)
@@ -90,6 +94,14 @@ control AggValues(inout headers_t hdr, inout metadata_t meta) {
         meta.agg_overflow = wrapped[31:31];
     }
 
+    action add_vector_emit() {
+        bit<32> stored;
+        bit<32> acc;
+        bit<32> wrapped = 0;
+        AGG_ALL(AGG_ADD_EMIT)
+        meta.agg_overflow = wrapped[31:31];
+    }
+
     action load_vector() {
         AGG_ALL(AGG_LOAD)
         meta.agg_overflow = 0;
@@ -100,6 +112,8 @@ control AggValues(inout headers_t hdr, inout metadata_t meta) {
             store_vector();
         } else if (meta.agg_mode == AGG_MODE_ADD) {
             add_vector();
+        } else if (meta.agg_mode == AGG_MODE_ADD_EMIT) {
+            add_vector_emit();
         } else {
             load_vector();
         }
@@ -221,7 +235,6 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
                 agg_flags.read(flags, index);
                 bit<32> me = (bit<32>)hdr.agg.job | AGG_OWNED;
                 bit<32> ahead = hdr.agg.chunk - chunk;  /* serial order: bit 31 = behind */
-                meta.agg_index = index * AGG_VECTOR_LEN;
                 meta.agg_mode = AGG_MODE_ADD;
                 if (owner != me || (ahead != 0 && ahead[31:31] == 0)) {
                     /* clean before reuse: another job's cell, or a chunk every worker
@@ -245,6 +258,10 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
                         drop_as(AGG_EV_DUPLICATE);
                     }
                 } else {
+                    if (meta.agg_mode == AGG_MODE_ADD
+                            && (have | hdr.agg.bitmap) == meta.agg_expected) {
+                        meta.agg_mode = AGG_MODE_ADD_EMIT;  /* this one leaves with the sums */
+                    }
                     values.apply(hdr, meta);
                     have = have | hdr.agg.bitmap;
                     count = count + hdr.agg.count;

@@ -30,8 +30,9 @@
 /* what AggValues does with a cell's sums: a fresh cell takes the packet's values, a cell
    in use adds them, a finished one's sums are read back into the packet (shadow copy) */
 #define AGG_MODE_STORE 0
-#define AGG_MODE_ADD 1
-#define AGG_MODE_LOAD 2
+#define AGG_MODE_ADD 1       /* into the cell only: the packet is held (dropped) */
+#define AGG_MODE_ADD_EMIT 2  /* into the cell and the packet, which leaves with the sums */
+#define AGG_MODE_LOAD 3
 /* owner register: job | AGG_OWNED, so 0 is a cell never used */
 #define AGG_OWNED 0x10000
 
@@ -120,12 +121,11 @@ struct metadata_t {
     bit<32> agg_expected;   /* from the agg_job entry: bitmap of contributors to wait for */
     bit<16> agg_slot_base;  /* from the agg_job entry: first cell of the job's range */
     bit<16> agg_slots;      /* from the agg_job entry: cells in the job's range */
-    bit<32> agg_index;      /* first value register of the cell in use */
-    bit<2> agg_mode;        /* AggValues: AGG_MODE_STORE, AGG_MODE_ADD or AGG_MODE_LOAD */
+    bit<2> agg_mode;        /* AggValues: one of AGG_MODE_* */
     bit<1> agg_overflow;    /* set by AggValues when an element wrapped */
     bit<1> agg_blue;        /* agg_job said aggregate (1) or track (0) */
     bit<1> agg_tracked;     /* a contribution or aggregate of a job this switch tracks */
-    bit<32> agg_cell;       /* its cell: where egress remembers what was sent */
+    bit<32> agg_cell;       /* its cell: its sums (agg_v0..31), what egress saw sent */
     bit<1> ecn_enabled;
     bit<19> ecn_threshold;
 }

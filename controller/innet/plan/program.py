@@ -31,6 +31,7 @@ DROP_SCALE = 1 << 16  # agg_fault's share: drop when random(0..65535) < share
 
 # actions the data plane calls itself (no table entry names them)
 A_STORE_VECTOR, A_ADD_VECTOR, A_LOAD_VECTOR = "store_vector", "add_vector", "load_vector"
+A_ADD_VECTOR_EMIT = "add_vector_emit"  # the contribution that completes the chunk
 A_DROP_AS, A_SEND_SUMS = "drop_as", "send_sums"
 
 # counters
@@ -44,11 +45,13 @@ COUNTERS = (C_PORT_IN, C_PORT_OUT, C_ECN_MARKED, C_AGG_FIRST, C_AGG_REPEAT, C_AG
 
 # registers: per aggregation slot (slot-major, innet.plan.registers)
 R_AGG_OWNER, R_AGG_CHUNK, R_AGG_BITMAP = "agg_owner", "agg_chunk", "agg_bitmap"
-R_AGG_COUNT, R_AGG_FLAGS, R_AGG_VALUES = "agg_count", "agg_flags", "agg_values"
+R_AGG_COUNT, R_AGG_FLAGS = "agg_count", "agg_flags"
+# the cell's 32 sums: one array per element, indexed by the cell (no address arithmetic)
+R_AGG_VALUES = tuple(f"agg_v{i}" for i in range(32))
 # the egress side's first-transmission tracking (agg_first / agg_repeat)
 R_SENT_OWNER, R_SENT_CHUNK = "agg_sent_owner", "agg_sent_chunk"
 R_SENT_BITMAP = "agg_sent_bitmap"
-REGISTERS = (R_AGG_OWNER, R_AGG_CHUNK, R_AGG_BITMAP, R_AGG_COUNT, R_AGG_FLAGS, R_AGG_VALUES,
+REGISTERS = (R_AGG_OWNER, R_AGG_CHUNK, R_AGG_BITMAP, R_AGG_COUNT, R_AGG_FLAGS, *R_AGG_VALUES,
              R_SENT_OWNER, R_SENT_CHUNK, R_SENT_BITMAP)
 
 
