@@ -10,10 +10,9 @@ import pytest
 
 from innet.testing import netns
 
-pytestmark = pytest.mark.skipif(netns.isolation_problem() is not None
-                                or os.environ.get("INNET_TEST_NETNS", "1") == "0",
-                                reason=f"no namespace of the run's own: "
-                                       f"{netns.isolation_problem() or 'INNET_TEST_NETNS=0'}")
+pytestmark = pytest.mark.skipif(not netns.isolated(),
+                                reason="the run shares the machine's network namespace "
+                                       f"({netns.isolation_problem() or 'INNET_TEST_NETNS=0'})")
 
 
 def _has_link(name: str, argv_prefix: list[str]) -> bool:

@@ -206,8 +206,7 @@ def _wait_for_carrier(net: Any, seconds: float = 10.0) -> None:
     veth's carrier asynchronously, up to a second after both ends are set up, and a packet sent
     before that is lost: a network handed over earlier fails its first pings or costs its first
     aggregation packets a retransmission."""
-    ports = [(sw.name, intf.name) for sw in net.switches for intf in sw.intfList()
-             if intf.name != "lo"]
+    ports = [intf.name for sw in net.switches for intf in sw.intfList() if intf.name != "lo"]
 
     def not_ready() -> list[str]:
         # `ip`, not /sys/class/net: sysfs shows the namespace it was mounted in, which need
@@ -219,7 +218,7 @@ def _wait_for_carrier(net: Any, seconds: float = 10.0) -> None:
             port = link.get("linkinfo", {}).get("info_slave_data", {})
             if link.get("operstate") == "UP" and port.get("state", "forwarding") == "forwarding":
                 ready.add(link.get("ifname"))
-        return [name for _, name in ports if name not in ready]
+        return [name for name in ports if name not in ready]
 
     deadline = time.monotonic() + seconds
     waiting = not_ready()

@@ -8,7 +8,7 @@ deploy, status and the error messages show them.
 
 from __future__ import annotations
 
-from innet.aggpacket import DEFAULT_JOB_SLOTS
+from innet.aggpacket import DEFAULT_JOB_SLOTS, VECTOR_LEN
 from innet.p4rt.entities import Entry, describe_entry
 from innet.p4rt.schema import int_to_ip, int_to_mac
 from innet.shipped import p4src_dir
@@ -47,7 +47,7 @@ COUNTERS = (C_PORT_IN, C_PORT_OUT, C_ECN_MARKED, C_AGG_FIRST, C_AGG_REPEAT, C_AG
 R_AGG_OWNER, R_AGG_CHUNK, R_AGG_BITMAP = "agg_owner", "agg_chunk", "agg_bitmap"
 R_AGG_COUNT, R_AGG_FLAGS = "agg_count", "agg_flags"
 # the cell's 32 sums: one array per element, indexed by the cell (no address arithmetic)
-R_AGG_VALUES = tuple(f"agg_v{i}" for i in range(32))
+R_AGG_VALUES = tuple(f"agg_v{i}" for i in range(VECTOR_LEN))
 # the egress side's first-transmission tracking (agg_first / agg_repeat)
 R_SENT_OWNER, R_SENT_CHUNK = "agg_sent_owner", "agg_sent_chunk"
 R_SENT_BITMAP = "agg_sent_bitmap"

@@ -25,8 +25,7 @@ from innet.bmv2 import launcher
 from innet.bmv2.launcher import BMv2Options
 from innet.bmv2.local import free_port, log_tail, wait_for_port
 from innet.p4rt.client import SwitchAddress
-
-CLONE_NEWNET = 0x40000000
+from innet.testing.netns import CLONE_NEWNET, libc
 
 
 def missing_tools(*tools: str) -> list[str]:
@@ -164,21 +163,18 @@ def veth_links(count: int, tag: str) -> Iterator[list[tuple[str, str]]]:
             subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
 @contextlib.contextmanager
 def in_netns(netns: str) -> Iterator[None]:
     """Run the body with this thread in namespace `netns` (sockets made there stay there)."""
     back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     target = os.open(f"/var/run/netns/{netns}", os.O_RDONLY)
     try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
+        if libc.setns(target, CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), f"setns into {netns}")
         try:
             yield
         finally:
-            if _libc.setns(back, CLONE_NEWNET) != 0:  # pragma: no cover - cannot happen
+            if libc.setns(back, CLONE_NEWNET) != 0:  # pragma: no cover - cannot happen
                 raise OSError(ctypes.get_errno(), "setns back")
     finally:
         os.close(target)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 CLONE_NEWNET = 0x40000000
 
-_libc = ctypes.CDLL(None, use_errno=True)
+libc = ctypes.CDLL(None, use_errno=True)  # unshare and setns, for this module and bmv2
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def isolate() -> Isolation:
     if _current is not None:
         return _current
     outside = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    if _libc.unshare(CLONE_NEWNET) != 0:
+    if libc.unshare(CLONE_NEWNET) != 0:
         errno = ctypes.get_errno()
         os.close(outside)
         raise OSError(errno, f"unshare(CLONE_NEWNET): {os.strerror(errno)}")
@@ -63,6 +63,11 @@ def isolate() -> Isolation:
         raise OSError(f"ip link set lo up in the new namespace: {proc.stderr.strip()}")
     _current = Isolation(outside)
     return _current
+
+
+def isolated() -> bool:
+    """Whether this run has moved into a namespace of its own."""
+    return _current is not None
 
 
 def outside_network(argv: Sequence[str]) -> list[str]:
