@@ -161,6 +161,25 @@ def test_the_base_scheduler_is_pluggable(leafspine: Topology) -> None:
     assert plan.placement == {"a": ("h1", "h5"), "b": ("h2", "h6")}
 
 
+def test_among_placements_without_contention_the_shorter_rings_win(leafspine: Topology) -> None:
+    """Candidates 1 and 2 both keep the jobs apart, so the fluid check scores them the same;
+    candidate 1 sends job a across two racks for nothing. CASSINI must take candidate 2:
+    its rings cross fewer links (less latency on a real network, uplinks left free)."""
+    jobs = [zoo_job("VGG19", "a"), zoo_job("VGG19", "b")]
+    apart_across = {"a": ("h1", "h5"), "b": ("h9", "h10")}
+    apart_inside = {"a": ("h1", "h2"), "b": ("h9", "h10")}
+
+    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
+        return Proposal((Placement({"a": ("h1", "h5"), "b": ("h2", "h6")}),
+                         Placement(apart_across), Placement(apart_inside)), ())
+
+    result = schedule(leafspine, jobs, base_scheduler=fixed)
+    assert result.cassini.placement == apart_inside
+    costs = {(o.candidate, o.shifted): o.cost for o in result.checked}
+    assert costs[(1, False)] == pytest.approx(costs[(2, False)], abs=1e-9)
+    assert result.cassini.candidate == 2
+
+
 BAD_PINS = [
     ({"name": "a", "model": "VGG19", "hosts": ["h1", "h99"]}, "job 'a': hosts: unknown host 'h99'"),
     ({"name": "a", "model": "VGG19", "hosts": ["h1", "h1"]},
