@@ -180,6 +180,24 @@ def test_among_placements_without_contention_the_shorter_rings_win(leafspine: To
     assert result.cassini.candidate == 2
 
 
+def test_free_gpus_are_left_where_the_uplinks_are_quiet(leafspine: Topology) -> None:
+    """Job a spans racks 1 and 2 whatever happens; b fits in a rack. Both candidates run
+    without contention, but candidate 0 leaves two free GPUs in a's second rack, where a job
+    arriving next would share a's uplink. CASSINI must fill that rack with b."""
+    jobs = [zoo_job("VGG19", "a", 6), zoo_job("ResNet50", "b", 2)]
+    exposed = {"a": ("h1", "h2", "h3", "h4", "h5", "h6"), "b": ("h9", "h10")}
+    filled = {"a": ("h1", "h2", "h3", "h4", "h5", "h6"), "b": ("h7", "h8")}
+
+    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
+        return Proposal((Placement(exposed), Placement(filled)), ())
+
+    result = schedule(leafspine, jobs, base_scheduler=fixed)
+    assert result.base.placement == exposed
+    assert result.cassini.placement == filled
+    costs = {(o.candidate, o.shifted): o.cost for o in result.checked}
+    assert costs[(0, False)] == pytest.approx(costs[(1, False)], abs=1e-9)
+
+
 BAD_PINS = [
     ({"name": "a", "model": "VGG19", "hosts": ["h1", "h99"]}, "job 'a': hosts: unknown host 'h99'"),
     ({"name": "a", "model": "VGG19", "hosts": ["h1", "h1"]},

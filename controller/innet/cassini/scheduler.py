@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -346,6 +347,12 @@ class _Evaluated:
     traffic: Mapping[LinkKey, Mapping[str, int]]
     routes: Mapping[str, tuple[tuple[str, ...], ...]]
     load: float  # Mbit/ms the placement puts on the network: sum of hops x volume / T
+    exposed: int  # free GPUs left in racks whose uplinks carry traffic
+
+    def footprint(self) -> tuple[int, float]:
+        """What breaks a tie in the fluid check: free GPUs next to busy uplinks first (a
+        job arriving there shares a link with a running one), then the load."""
+        return self.exposed, round(self.load, 9)
 
 
 class _Planner:
@@ -419,7 +426,14 @@ class _Planner:
                                len(assignment.conflicts))
         load = sum(hops * self.jobs[j].volume_mbit / self.jobs[j].iteration_ms
                    for per in traffic.values() for j, hops in per.items())
-        return _Evaluated(placement, score, tuple(groups), assignment, traffic, routes, load)
+        return _Evaluated(placement, score, tuple(groups), assignment, traffic, routes, load,
+                          self._exposed(placement, traffic))
+
+    def _exposed(self, placement: Placement, traffic: Mapping[LinkKey, Mapping[str, int]]) -> int:
+        hosts = self.cluster.topology.hosts
+        busy = {a for a, b in traffic if a not in hosts and b not in hosts}
+        used = Counter(self.cluster.rack_of(h) for hs in placement.hosts.values() for h in hs)
+        return sum(len(slots) - used[rack] for rack, slots in self.cluster.racks if rack in busy)
 
     def plan(self, mode: str, chosen: _Evaluated, shifted: bool,
              candidates: Sequence[CandidateScore], waiting: Sequence[str],
@@ -499,14 +513,16 @@ def _figures(plan: ClusterPlan, config: FluidConfig,
     return mean_ms, p99_ms, mean_x, p99_x, run.marks
 
 
-def _better(cost: float, load: float, best: tuple[float, float, int] | None) -> bool:
-    """Lower cost wins; at the same cost (the fluid model sees no difference, typically
-    two placements without contention) the one putting less traffic on the network: its
-    rings are shorter (a real network charges latency per hop, which the fluid model does
-    not) and it leaves the uplinks free for the jobs that arrive next."""
+def _better(cost: float, footprint: tuple[int, float],
+            best: tuple[float, tuple[int, float], int] | None) -> bool:
+    """Lower cost wins. At the same cost (the fluid model sees no difference, typically
+    between placements without contention) the smaller footprint: fewer free GPUs next to
+    busy uplinks, so that the jobs arriving next can run without sharing a link with the
+    running ones; then less traffic on the network: shorter rings (a packet network charges
+    every hop latency, which the fluid model does not) and uplinks left free."""
     if best is None or cost < best[0] - 1e-9:
         return True
-    return abs(cost - best[0]) <= 1e-9 and load < best[1] * (1 - 1e-9)
+    return abs(cost - best[0]) <= 1e-9 and footprint < best[1]
 
 
 def _to_check(ranked: Sequence[_Evaluated], checked: int) -> list[_Evaluated]:
@@ -565,7 +581,7 @@ def schedule(topology: Topology | Cluster, jobs: Sequence[JobProfile], *,
                         "with the best score at its assigned shifts; some links will not get "
                         "their best shifts")
     ranked = sorted(pool, key=lambda e: (-e.score.achieved, e.score.shared_links,
-                                         round(e.load, 9), e.score.index))
+                                         e.footprint(), e.score.index))
     waiting = proposal.waiting
     base = planner.plan("base", evaluated[0], False, scores, waiting, warnings)
     base_shifted = planner.plan("base+shifts", evaluated[0], True, scores, waiting, warnings)
@@ -586,15 +602,15 @@ def schedule(topology: Topology | Cluster, jobs: Sequence[JobProfile], *,
             plan = planner.plan("cassini", e, shifted, scores, waiting, warnings)
             options.append((e, shifted, plan, _figures(plan, fluid, cache)))
     report: list[CheckedOption] = []
-    best: tuple[float, float, int] | None = None
+    best: tuple[float, tuple[int, float], int] | None = None
     for k, (e, shifted, _, fig) in enumerate(options):
         feasible = all(fig[i] <= reference[i] * (1 + 1e-9) for i in range(4))
         marks = math.log((fig[4] + _MARKS_FLOOR) / (reference[4] + _MARKS_FLOOR))
         cost = math.log(fig[2]) + math.log(fig[3]) + MARKS_WEIGHT * marks
         report.append(CheckedOption(e.score.index, shifted, fig[0], fig[1], fig[2], fig[3],
                                     fig[4], feasible, cost))
-        if feasible and _better(cost, e.load, best):
-            best = (cost, e.load, k)
+        if feasible and _better(cost, e.footprint(), best):
+            best = (cost, e.footprint(), k)
     assert best is not None  # the base qualifies against itself
     e, shifted, _, _ = options[best[2]]
     chosen = planner.plan("cassini", e, shifted, scores, waiting, warnings)
