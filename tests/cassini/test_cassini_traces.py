@@ -177,6 +177,9 @@ def test_contention_stretches_and_an_agents_shift_interleaves() -> None:
 def test_share_of_the_ideals_gain() -> None:
     assert jct_share(120.0, 104.0, 100.0) == pytest.approx(0.8)
     assert math.isnan(jct_share(100.0, 100.0, 100.0))
+    # a gap of 0.1% (ns-3's packet time moves that much with a job's place) is no gain to
+    # share: CASSINI 2% above it must not read -2,000%
+    assert math.isnan(jct_share(5075.0, 5168.0, 5070.0))
 
 
 def test_summary_pools_the_share_over_draws() -> None:
