@@ -213,22 +213,33 @@ def queue_settings(network: Network, pairs: Sequence[tuple[str, str]]) -> tuple[
     return k, rtt
 
 
-def packet_time_ms(network: Network, pairs: Sequence[tuple[str, str]], gbps: float,
-                   scale: float) -> float:
-    """What packets add to an Up phase of a ring alone, at the scaled rates and stretched
-    delays: the paced sender's last segment leaves at most one tick (MSS x 8 / the phase's
-    scaled rate) late, then crosses the longest hop path of the ring, each link costing its
-    propagation and a full packet's serialisation (the bound that
-    test_without_contention_every_job_keeps_its_own_iteration_time checks on ns-3)."""
-    link_ms = {}
+def link_times_ms(network: Network, scale: float) -> dict[tuple[str, str], float]:
+    """Per directed link, what a full packet spends on it at the scaled rate: its stretched
+    propagation and its serialisation."""
+    out = {}
     for link in network.links:
         cost = link.delay_us / scale / 1e3 + PPP_BYTES * 8 / (link.gbps * scale * 1e9) * 1e3
-        link_ms[(link.a, link.b)] = link_ms[(link.b, link.a)] = cost
-    if not pairs or gbps <= 0:
+        out[(link.a, link.b)] = out[(link.b, link.a)] = cost
+    return out
+
+
+def ring_path_ms(network: Network, pairs: Sequence[tuple[str, str]],
+                 link_ms: Mapping[tuple[str, str], float]) -> float | None:
+    """The longest hop path of a ring in packet time (None: the ring has no hop)."""
+    if not pairs:
+        return None
+    return max(sum(link_ms[(a, b)] for a, b in itertools.pairwise(path_of(network, x, y)))
+               for x, y in pairs)
+
+
+def packet_time_ms(path_ms: float | None, gbps: float, scale: float) -> float:
+    """What packets add to an Up phase of a ring alone, at the scaled rates and stretched
+    delays: the paced sender's last segment leaves at most one tick (MSS x 8 / the phase's
+    scaled rate) late, then crosses the ring's longest hop path (`ring_path_ms`): the bound
+    that test_without_contention_every_job_keeps_its_own_iteration_time checks on ns-3."""
+    if path_ms is None or gbps <= 0:
         return 0.0
-    longest = max(sum(link_ms[(a, b)] for a, b in itertools.pairwise(path_of(network, x, y)))
-                  for x, y in pairs)
-    return MSS * 8 / (gbps * scale * 1e9) * 1e3 + longest
+    return MSS * 8 / (gbps * scale * 1e9) * 1e3 + path_ms
 
 
 def compensated(segs: list[dict[str, Any]], extra_ms: Sequence[float]) -> list[dict[str, Any]]:
@@ -284,17 +295,20 @@ def build_config(network: Network, run: Ns3Run, config: FluidConfig,
     all_pairs = [p for ps in pairs.values() for p in ps]
     k, _ = queue_settings(network, all_pairs)
     grids = realign_grid(run.jobs, run.traffic)
+    link_ms = link_times_ms(network, scale) if settings.compensate else {}
     largest = 0
     jobs = []
     for job in run.jobs:
         segs: list[dict[str, Any]] = []
         extra: list[float] = []
+        path_ms = (ring_path_ms(network, pairs.get(job.name, []), link_ms)
+                   if settings.compensate else None)
         for up, amount, gbps in segments(job):
             if up:
                 nbytes = max(1, round(amount * 1e6 * scale / 8))  # Mbit -> scaled bytes
                 largest = max(largest, nbytes)
                 segs.append({"up": True, "bytes": nbytes, "gbps": gbps * scale})
-                extra.append(packet_time_ms(network, pairs.get(job.name, []), gbps, scale))
+                extra.append(packet_time_ms(path_ms, gbps, scale))
             else:
                 segs.append({"up": False, "ms": amount})
         if settings.compensate:
