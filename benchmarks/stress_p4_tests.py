@@ -60,6 +60,20 @@ def _outcomes(junit: Path) -> dict[str, str]:
     return out
 
 
+def _failures(junit: Path) -> list[tuple[str, str]]:
+    """(test id, the end of its failure text) for every failed test: printed as the run
+    ends, since the clone (and pytest's own output) is gone afterwards."""
+    out = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        if bad is not None:
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            out.append((name, (bad.text or bad.get("message", ""))[-4000:]))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             if not junit.exists():
                 print(proc.stdout[-3000:], file=sys.stderr)
                 return 1
+            for name, text in _failures(junit):
+                print(f"stress: run {r + 1} FAILED {name}:\n{text}\n", file=sys.stderr,
+                      flush=True)
             for name, outcome in _outcomes(junit).items():
                 seen[name] += 1
                 passed[name] += outcome == "passed"
