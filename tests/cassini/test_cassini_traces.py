@@ -24,7 +24,7 @@ from innet.cassini.traces import (
     plan_trace,
 )
 from innet.cassini.tracesim import TraceJobRun, TraceSchedule, simulate_trace
-from innet.cassini.tracesweep import evaluate_trace, summarise_traces
+from innet.cassini.tracesweep import TraceDraw, TraceFigures, evaluate_trace, summarise_traces
 from innet.cli import main
 from innet.errors import InputError
 from innet.topology import load_topology
@@ -83,6 +83,23 @@ def test_dynamic_arrivals_are_the_papers_dlrm_and_resnet50() -> None:
         running_models |= {str(j.profile.model) for j in running}
     assert late_models == {"DLRM", "ResNet50"}
     assert len(running_models) > 2
+
+
+@pytest.mark.parametrize("occupancy", [0.25, 0.5, 0.75])
+def test_the_occupancy_is_the_share_the_running_jobs_hold(occupancy: float) -> None:
+    """The dynamic trace's running jobs hold `occupancy` of the GPUs and the arrivals all
+    the rest, whatever the share; without it, two thirds as before."""
+    topo = load_topology(LEAFSPINE)
+    gpus = cluster_from_topology(topo).gpus
+    for i in range(5):
+        trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20), occupancy=occupancy)
+        running = [j for j in trace.jobs if j.arrival_ms == 0]
+        late = [j for j in trace.jobs if j.arrival_ms > 0]
+        assert sum(j.profile.gpus for j in running) == round(gpus * occupancy)
+        assert sum(j.profile.gpus for j in late) == gpus - round(gpus * occupancy)
+        assert all(j.profile.model in ("DLRM", "ResNet50") for j in late)
+    assert make_trace("dynamic", topo, 0, 0) == make_trace("dynamic", topo, 0, 0,
+                                                           occupancy=2 / 3)
 
 
 def test_dlrm_and_resnet50_interleave_where_vgg11_and_resnet50_cannot() -> None:
@@ -194,6 +211,31 @@ def test_summary_pools_the_share_over_draws() -> None:
     assert s["worse_draws"] == sum(d.worse() for d in draws)
 
 
+def test_the_iteration_share_is_pooled_against_the_iterations_alone() -> None:
+    """The paper measures its dynamic trace in iteration times: the share of the ideal's
+    gain in iteration slowdown pools draws as the JCT share does, against 1.0 (each job at
+    its own pace) on the fluid model and against the engine's run alone when measured."""
+    def figures(im: float, ip: float) -> TraceFigures:
+        return TraceFigures(1000.0, 2000.0, im, ip, 0.0, 0)
+
+    def draw(i: int, base: tuple[float, float], cassini: tuple[float, float],
+             alone: tuple[float, float] | None) -> TraceDraw:
+        arms = {"base": figures(*base), "base+shifts": figures(*base),
+                "cassini": figures(*cassini)}
+        return TraceDraw(i, Trace("dynamic", ()), arms, (1000.0, 2000.0), {}, (),
+                         None if alone is None else (1000.0, 2000.0), alone)
+
+    fluid = summarise_traces([draw(0, (1.2, 1.8), (1.0, 1.0), None),
+                              draw(1, (1.1, 1.2), (1.1, 1.2), None)])
+    assert fluid["share_iter_mean_x"] == pytest.approx(0.2 / 0.3)
+    assert fluid["share_iter_p99_x"] == pytest.approx(0.8 / 1.0)
+    measured = summarise_traces([draw(0, (1.2, 1.8), (1.05, 1.4), (1.05, 1.4))])
+    assert measured["share_iter_mean_x"] == pytest.approx(1.0)
+    assert measured["share_iter_p99_x"] == pytest.approx(1.0)
+    assert math.isnan(summarise_traces([draw(0, (1.0, 1.0), (1.0, 1.0), None)])
+                      ["share_iter_p99_x"])
+
+
 def test_running_only_bound_pools_every_job() -> None:
     """The 0.845x bug: the bound must pool the jobs the base pools, the ones without
     traffic at their own pace."""
@@ -273,6 +315,12 @@ def test_cli_refuses_bad_trace_input(capsys: pytest.CaptureFixture[str],
          "not allowed with"),
         (["cassini", "sweep", "--trace", "poisson", "--topology", LEAFSPINE, "--load", "0",
           "--out", tmp_path], "--load"),
+        (["cassini", "sweep", "--trace", "snapshot", "--topology", LEAFSPINE,
+          "--occupancy", "0.5", "--out", tmp_path], "--occupancy is for the dynamic trace"),
+        (["cassini", "sweep", "--trace", "dynamic", "--topology", LEAFSPINE,
+          "--occupancy", "0.97", "--out", tmp_path], "leaves 1 for the arriving jobs"),
+        (["cassini", "trace", "dynamic", "--topology", LEAFSPINE, "--occupancy", "1",
+          "-o", tmp_path / "t.json"], "--occupancy"),
     ]
     for argv, words in cases:
         try:

@@ -38,6 +38,7 @@ from innet.cassini.scheduler import Schedule, schedule
 from innet.cassini.traces import (
     DEFAULT_ITERATIONS,
     DEFAULT_LOAD,
+    DEFAULT_OCCUPANCY,
     DEFAULT_POISSON_JOBS,
     KINDS,
     MAX_TRACE_JOBS,
@@ -82,9 +83,11 @@ iterations it trains (iterations). `cassini evaluate --trace FILE --topology T` 
   snapshot  every job present at time 0, the cluster exactly full, none pinned: the
             scheduler places them all at once (GPU counts 2-6, so on racks of 4 servers
             many jobs span racks and share uplinks)
-  dynamic   jobs of every model take about 2/3 of the GPUs at time 0 and train 3x as long;
-            once they run, DLRM and ResNet50 jobs (the paper's stress test) arrive
-            together and take every GPU left (fragments across racks)
+  dynamic   jobs of every model take --occupancy of the GPUs at time 0 (2/3 unless told)
+            and train 3x as long; once they run, DLRM and ResNet50 jobs (the paper's
+            stress test) arrive together and take every GPU left (fragments across
+            racks: the fuller the cluster, the likelier an arrival must share an uplink
+            with a running job whatever the scheduler does)
   poisson   --trace-jobs jobs arrive with exponential gaps at --load; a job that does not
             fit waits; each leaves when trained
 
@@ -344,6 +347,10 @@ def _trace_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load", type=float_in(0, 100, low_open=True), default=DEFAULT_LOAD,
                    help="poisson: GPU demand over the cluster's GPUs; sets the mean gap "
                         f"between arrivals (default {DEFAULT_LOAD:g})")
+    p.add_argument("--occupancy", type=float_in(0, 1, low_open=True, high_open=True),
+                   default=None, metavar="SHARE",
+                   help="dynamic: the share of the GPUs the running jobs hold at time 0; "
+                        f"the arrivals take the rest (default {DEFAULT_OCCUPANCY:.3g})")
     p.add_argument("--trace-iterations", type=_iteration_span, default=DEFAULT_ITERATIONS,
                    metavar="LO-HI",
                    help="iterations each job trains, drawn in [LO, HI] (dynamic: the running "
@@ -512,15 +519,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------- evaluate
 
 
+def _occupancy(args: argparse.Namespace, kind: str | None) -> float:
+    if args.occupancy is not None and kind != "dynamic":
+        raise InputError(f"--occupancy is for the dynamic trace, not "
+                         f"{kind or 'a sweep of --jobs'}")
+    return DEFAULT_OCCUPANCY if args.occupancy is None else float(args.occupancy)
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     from innet.cassini.traces import make_trace
 
     topo = load_topology(args.topology)
     trace = make_trace(args.kind, topo, args.seed, args.index, count=args.trace_jobs,
-                       load=args.load, iterations=args.trace_iterations)
+                       load=args.load, iterations=args.trace_iterations,
+                       occupancy=_occupancy(args, args.kind))
     lo, hi = args.trace_iterations
     extra = (f" --trace-jobs {args.trace_jobs} --load {args.load:g}" if args.kind == "poisson"
-             else "")
+             else f" --occupancy {args.occupancy:g}" if args.occupancy is not None else "")
     data = trace.to_dict() | {"comment": f"innet cassini trace {args.kind} --topology "
                                          f"{args.topology} --seed {args.seed} --index "
                                          f"{args.index} --trace-iterations {lo}-{hi}{extra}"}
@@ -633,6 +648,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs) if args.jobs is not None else ()
+    _occupancy(args, args.trace)
     out = (Path(args.out) if args.out
            else Path("runs") / time.strftime("cassini-sweep-%Y%m%d-%H%M%S"))
     try:
@@ -674,10 +690,12 @@ def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidC
     from innet.cassini.tracesweep import summarise_traces, trace_sweep, trace_sweep_text
     from innet.progress import bar as progress_bar
 
+    occupancy = _occupancy(args, args.trace)
     t0 = time.monotonic()
     with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
         draws = trace_sweep(topo, args.trace, args.draws, seed=args.seed, count=args.trace_jobs,
                             load=args.load, iterations=args.trace_iterations,
+                            occupancy=occupancy,
                             candidates=args.candidates, checked=args.checked, agents=agents,
                             engine=engine, progress=lambda _i: bar.update(1), workers=workers,
                             dask=args.dask)
@@ -686,8 +704,9 @@ def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidC
     data = {"topology": args.topology, "trace": args.trace, "seed": args.seed,
             "engine": args.engine, "rate_scale": args.rate_scale, "ecmp": args.ecmp,
             "trace_iterations": list(args.trace_iterations), "trace_jobs": args.trace_jobs,
-            "load": args.load, "candidates": args.candidates, "checked": args.checked,
-            "wall_s": wall, "draws": [d.to_dict() for d in draws], "summary": summary}
+            "load": args.load, "occupancy": occupancy if args.trace == "dynamic" else None,
+            "candidates": args.candidates, "checked": args.checked, "wall_s": wall,
+            "draws": [d.to_dict() for d in draws], "summary": summary}
     return _write_sweep(out, data, trace_sweep_text(draws, summary), args.json,
                         f"{len(draws)} draws in {wall:.0f} s; wrote {out / 'sweep.txt'}, "
                         f"{out / 'sweep.json'}")

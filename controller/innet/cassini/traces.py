@@ -5,9 +5,10 @@ iterations it trains. Three generators draw the paper's kinds, seeded:
 
 - snapshot: every job present at time 0 and the cluster exactly full; none is pinned, so
   the scheduler places all of them (one round).
-- dynamic: a running cluster (jobs placed at time 0 fill about two thirds of the GPUs and
-  train long) into which DLRM and ResNet50 jobs arrive at once (the paper's stress test,
-  section 5.3) and take every GPU left (two rounds).
+- dynamic: a running cluster (jobs placed at time 0 fill a share of the GPUs, the
+  occupancy, two thirds unless told, and train long) into which DLRM and ResNet50 jobs
+  arrive at once (the paper's stress test, section 5.3) and take every GPU left (two
+  rounds).
 - poisson: jobs of every kind arrive with exponential gaps (a target load), train and
   leave; a job that does not fit waits, gaining fairness (Themis's rho) as it waits.
 
@@ -53,7 +54,7 @@ SIZES = (2, 3, 4, 5, 6)  # GPUs a drawn job asks for (racks of 4: many must span
 DEFAULT_ITERATIONS = (20, 40)  # trained per job, drawn in [lo, hi]
 DEFAULT_POISSON_JOBS = 60
 DEFAULT_LOAD = 0.9  # poisson: GPU demand over the cluster's GPUs
-DYNAMIC_RUNNING_SHARE = 2 / 3
+DEFAULT_OCCUPANCY = 2 / 3  # dynamic: the share of the GPUs the running jobs hold at 0
 MAX_TRACE_JOBS = 2000
 _TRACE_FIELDS = {"arrival_ms", "iterations"}
 _TOP = {"trace", "description", "comment", "jobs"}
@@ -132,11 +133,18 @@ def snapshot_trace(cluster: Cluster, rng: np.random.Generator,
 
 
 def dynamic_trace(cluster: Cluster, rng: np.random.Generator,
-                  iterations: tuple[int, int] = DEFAULT_ITERATIONS) -> Trace:
-    """Jobs of every model take about two thirds of the GPUs at time 0 and train long (3x);
+                  iterations: tuple[int, int] = DEFAULT_ITERATIONS,
+                  occupancy: float = DEFAULT_OCCUPANCY) -> Trace:
+    """Jobs of every model take `occupancy` of the GPUs at time 0 and train long (3x);
     once they run (after 2 of the longest iterations), DLRM and ResNet50 jobs (the paper's
-    arrivals) arrive and take every GPU left."""
-    first = max(2, round(cluster.gpus * DYNAMIC_RUNNING_SHARE))
+    arrivals) arrive and take every GPU left. The occupancy decides how often the arrivals
+    must share an uplink with a running job whatever the scheduler does: the fragments
+    they get sit in racks the running jobs' rings cross."""
+    first = max(2, round(cluster.gpus * occupancy))
+    if cluster.gpus - first < 2:
+        raise InputError(f"--occupancy {occupancy:g} of {cluster.gpus} GPUs leaves "
+                         f"{max(0, cluster.gpus - first)} for the arriving jobs, which need "
+                         "at least 2")
     zoo = load_zoo()
     sizes = _draw_sizes(rng, first)
     models = _models(rng, len(sizes), list(zoo))
@@ -145,11 +153,10 @@ def dynamic_trace(cluster: Cluster, rng: np.random.Generator,
             for i, (m, g) in enumerate(zip(models, sizes, strict=True))]
     at = 2 * max(zoo[m].iteration_ms for m in models)
     rest = cluster.gpus - sum(sizes)
-    if rest >= 2:
-        late = _draw_sizes(rng, rest)
-        for k, (m, g) in enumerate(zip(_models(rng, len(late), DYNAMIC_ARRIVALS), late,
-                                       strict=True)):
-            jobs.append(TraceJob(_job(m, len(sizes) + k + 1, g), at, _iters(rng, iterations)))
+    late = _draw_sizes(rng, rest)
+    for k, (m, g) in enumerate(zip(_models(rng, len(late), DYNAMIC_ARRIVALS), late,
+                                   strict=True)):
+        jobs.append(TraceJob(_job(m, len(sizes) + k + 1, g), at, _iters(rng, iterations)))
     return Trace("dynamic", tuple(jobs),
                  f"dynamic: {len(sizes)} jobs take {sum(sizes)} GPUs at 0; "
                  f"{len(jobs) - len(sizes)} DLRM/ResNet50 jobs arrive at {at:g} ms and take "
@@ -180,7 +187,8 @@ def poisson_trace(cluster: Cluster, rng: np.random.Generator, count: int = DEFAU
 
 def make_trace(kind: str, topology: Topology | Cluster, seed: int, index: int = 0, *,
                count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
-               iterations: tuple[int, int] = DEFAULT_ITERATIONS) -> Trace:
+               iterations: tuple[int, int] = DEFAULT_ITERATIONS,
+               occupancy: float = DEFAULT_OCCUPANCY) -> Trace:
     """Trace `index` of kind `kind` seeded `seed`: the same arguments give the same trace."""
     if kind not in KINDS:
         raise InputError(f"unknown trace {kind!r} (one of {', '.join(KINDS)})")
@@ -191,6 +199,8 @@ def make_trace(kind: str, topology: Topology | Cluster, seed: int, index: int = 
         raise InputError(f"--trace-jobs must be in [1, {MAX_TRACE_JOBS}], got {count}")
     if not (finite_number(load) and load > 0):
         raise InputError(f"--load must be > 0, got {load}")
+    if not (finite_number(occupancy) and 0 < occupancy < 1):
+        raise InputError(f"--occupancy must be in (0, 1), got {occupancy}")
     cluster = topology if isinstance(topology, Cluster) else cluster_from_topology(topology)
     if cluster.gpus < 2:
         raise InputError(f"a trace needs at least 2 GPUs, the cluster has {cluster.gpus}")
@@ -198,7 +208,7 @@ def make_trace(kind: str, topology: Topology | Cluster, seed: int, index: int = 
     if kind == "snapshot":
         return snapshot_trace(cluster, rng, iterations)
     if kind == "dynamic":
-        return dynamic_trace(cluster, rng, iterations)
+        return dynamic_trace(cluster, rng, iterations, occupancy)
     return poisson_trace(cluster, rng, count, load, iterations)
 
 

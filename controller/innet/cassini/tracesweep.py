@@ -27,6 +27,7 @@ from innet.cassini.sweep import run_tasks
 from innet.cassini.traces import (
     DEFAULT_ITERATIONS,
     DEFAULT_LOAD,
+    DEFAULT_OCCUPANCY,
     DEFAULT_POISSON_JOBS,
     Trace,
     jct_share,
@@ -71,11 +72,19 @@ class TraceDraw:
     # the same on the engine: every job alone where the base placed it (ns-3: packets take
     # time even alone); None on the fluid model, where it is `ideal`
     measured_ideal: tuple[float, float] | None = None
+    # mean and p99 iteration over its own T in that run alone; None on the fluid model, where
+    # every iteration alone takes exactly T (1.0)
+    measured_ideal_iteration: tuple[float, float] | None = None
 
     @property
     def reference(self) -> tuple[float, float]:
         """The ideal CASSINI is measured against: the engine's own when it has one."""
         return self.measured_ideal if self.measured_ideal is not None else self.ideal
+
+    @property
+    def reference_iteration(self) -> tuple[float, float]:
+        """Mean and p99 iteration slowdown with no contention: 1.0 unless measured."""
+        return self.measured_ideal_iteration or (1.0, 1.0)
 
     def worse(self, tolerance: float = TRACE_TOLERANCE) -> bool:
         b, c = self.arms["base"], self.arms["cassini"]
@@ -93,7 +102,9 @@ class TraceDraw:
                 "ideal": {"jct_mean_ms": self.ideal[0], "jct_p99_ms": self.ideal[1]},
                 "measured_ideal": (None if self.measured_ideal is None else
                                    {"jct_mean_ms": self.measured_ideal[0],
-                                    "jct_p99_ms": self.measured_ideal[1]}),
+                                    "jct_p99_ms": self.measured_ideal[1],
+                                    "iter_mean_x": self.reference_iteration[0],
+                                    "iter_p99_x": self.reference_iteration[1]}),
                 "share_mean": _null(self.share(0)), "share_p99": _null(self.share(1)),
                 "worse": self.worse(), "jobs": self.jobs, "warnings": list(self.warnings)}
 
@@ -141,25 +152,26 @@ def evaluate_trace(topology: Topology, trace: Trace, index: int = 0, *, seed: in
         hosts = sched.placement
         jobs[sched.mode] = [j.to_dict() | {"hosts": list(hosts[j.name])} for j in result.jobs]
     ideal = np.asarray([j["ideal_ms"] for j in jobs["base"]], dtype=np.float64)
-    measured = None
+    measured = measured_iteration = None
     if engine is not None:
         if alone is None:
             alone = engine.trace_alone(topology, plans.base, replace(agents, realign_pct=None))
-        measured = alone.jct()
+        measured, measured_iteration = alone.jct(), alone.iteration_slowdown()
         jobs["ideal"] = [j.to_dict() for j in alone.jobs]
     return TraceDraw(index, trace, arms, (float(ideal.mean()), float(np.percentile(ideal, 99))),
-                     jobs, plans.cassini.warnings, measured)
+                     jobs, plans.cassini.warnings, measured, measured_iteration)
 
 
 def run_trace_draw(topology: Topology, kind: str, index: int, *, seed: int = 0,
                    count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
-                   iterations: tuple[int, int] = DEFAULT_ITERATIONS, candidates: int = 20,
+                   iterations: tuple[int, int] = DEFAULT_ITERATIONS,
+                   occupancy: float = DEFAULT_OCCUPANCY, candidates: int = 20,
                    checked: int = DEFAULT_CHECKED, agents: FluidConfig = DEFAULT_CHECK,
                    engine: Engine | None = None, arm_workers: int = 1) -> TraceDraw:
     """Draw `index`: a trace of `kind` seeded (seed, index), evaluated. Any process gives
     the same draw."""
     trace = make_trace(kind, topology, seed, index, count=count, load=load,
-                       iterations=iterations)
+                       iterations=iterations, occupancy=occupancy)
     return evaluate_trace(topology, trace, index, seed=seed, candidates=candidates,
                           checked=checked, agents=agents, engine=engine,
                           arm_workers=arm_workers)
@@ -167,15 +179,18 @@ def run_trace_draw(topology: Topology, kind: str, index: int, *, seed: int = 0,
 
 def trace_sweep(topology: Topology, kind: str, draws: int, *, seed: int = 0,
                 count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
-                iterations: tuple[int, int] = DEFAULT_ITERATIONS, candidates: int = 20,
+                iterations: tuple[int, int] = DEFAULT_ITERATIONS,
+                occupancy: float = DEFAULT_OCCUPANCY, candidates: int = 20,
                 checked: int = DEFAULT_CHECKED, agents: FluidConfig = DEFAULT_CHECK,
                 engine: Engine | None = None, progress: Callable[[int], Any] | None = None,
                 workers: int = 1, dask: str | None = None) -> list[TraceDraw]:
-    make_trace(kind, topology, seed, 0, count=count, load=load, iterations=iterations)
+    make_trace(kind, topology, seed, 0, count=count, load=load, iterations=iterations,
+               occupancy=occupancy)
     # the cores the draws leave idle (fewer draws than workers) go to each draw's engine runs
     arm_workers = max(1, workers // draws) if engine is not None and dask is None else 1
     task = functools.partial(run_trace_draw, topology, kind, seed=seed, count=count, load=load,
-                             iterations=iterations, candidates=candidates, checked=checked,
+                             iterations=iterations, occupancy=occupancy,
+                             candidates=candidates, checked=checked,
                              agents=agents, engine=engine, arm_workers=arm_workers)
     return run_tasks(task, draws, progress=progress, workers=workers, dask=dask)
 
@@ -214,6 +229,14 @@ def summarise_traces(draws: Sequence[TraceDraw],
                       for d in draws)
             suffix = "" if name == "ideal" else "_analytic"
             out[f"share_{key}{suffix}"] = got / gap if gap > 0 else math.nan
+            out[f"gap_{key}{suffix}"] = gap
+    # the same for iteration times (over each job's own T), the paper's measure of its
+    # dynamic trace (section 5.3): a job's JCT hides how few of its iterations were slowed
+    for which, key in ((0, "iter_mean_x"), (1, "iter_p99_x")):
+        gap = sum(getattr(d.arms["base"], key) - d.reference_iteration[which] for d in draws)
+        got = sum(getattr(d.arms["base"], key) - getattr(d.arms["cassini"], key)
+                  for d in draws)
+        out[f"share_{key}"] = got / gap if gap > 0 else math.nan
     worse = [d.index for d in draws if d.worse(tolerance)]
     out["worse_draws"] = len(worse)
     out["worse_draw_indices"] = worse
@@ -264,7 +287,11 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
            f"{pct(summary['share_jct_mean_ms_analytic'])}, "
            f"{pct(summary['share_jct_p99_ms_analytic'])})" if summary["measured_ideal"] else ""),
         f"CASSINI captures {pct(summary['share_jct_mean_ms'])} of the ideal's gain in mean JCT "
-        f"and {pct(summary['share_jct_p99_ms'])} in p99 JCT (summed over draws); worse than "
+        f"and {pct(summary['share_jct_p99_ms'])} in p99 JCT (summed over draws: gaps "
+        f"{summary['gap_jct_mean_ms'] / 1e3:.3g} s and {summary['gap_jct_p99_ms'] / 1e3:.3g} s), "
+        f"{pct(summary['share_iter_mean_x'])} and {pct(summary['share_iter_p99_x'])} in mean "
+        f"and p99 iteration time.",
+        f"Worse than "
         f"the base by more than {100 * summary['tolerance']:g}% (JCT or iteration, mean or "
         f"p99) in {summary['worse_draws']} of {summary['draws']} draws (largest loss "
         f"{100 * summary['max_loss']:+.1f}%)."])
