@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from dynamic_oracle import avoidable, forced
 from ns3_helpers import needs_ns3
 
 from innet.cassini.fluid import FluidConfig, FluidResult, JobRun
@@ -110,6 +111,39 @@ def test_dlrm_and_resnet50_interleave_where_vgg11_and_resnet50_cannot() -> None:
     resnet = zoo_job("ResNet50", "r", 2)
     assert best_shifts([zoo_job("DLRM", "d", 2), resnet], 50.0).score == pytest.approx(1.0)
     assert best_shifts([zoo_job("VGG11", "v", 2), resnet], 50.0).score < 0.99
+
+
+def test_the_forced_sharing_oracle_on_hand_made_racks() -> None:
+    # draw 0 at 2/3: 2, 3 and 3 GPUs free, the last two racks under running rings; a
+    # 6-GPU arrival needs two racks, and every pair holds a busy one
+    assert not avoidable([2, 3, 3], [False, True, True], [6, 2])
+    assert avoidable([2, 3, 3], [False, True, True], [2, 3, 3])  # each in one rack
+    assert avoidable([4, 4], [True, True], [4, 4])
+    assert not avoidable([4, 4], [True, False], [6, 2])
+    assert avoidable([4, 4], [False, False], [6, 2])
+    assert not avoidable([4, 4], [False, False], [6, 3])  # does not fit at all
+
+
+@pytest.mark.parametrize("occupancy", [1 / 3, 0.5, 2 / 3])
+def test_cassini_leaves_marks_only_where_sharing_is_forced(occupancy: float) -> None:
+    """In 20 dynamic draws (the sweep's), every draw where CASSINI's arm still marks
+    packets on the fluid model is one where no placement of the arrivals keeps them off the
+    running jobs' uplinks (`dynamic_oracle`): the marks it leaves are the trace's, not the
+    planner's. The sweeps' marks ratios at each occupancy follow from how often the trace
+    forces that."""
+    topo = load_topology(LEAFSPINE)
+    racks = dict(cluster_from_topology(topo).racks)
+    marked, forced_here = [], []
+    for i in range(20):
+        trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20), occupancy=occupancy)
+        draw = evaluate_trace(topo, trace, i)
+        hosts = {j["name"]: j["hosts"] for j in draw.jobs["cassini"]}
+        running = {j.name: hosts[j.name] for j in trace.jobs if j.arrival_ms == 0}
+        if forced(racks, running, [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]):
+            forced_here.append(i)
+        if draw.arms["cassini"].marks > 0:
+            marked.append(i)
+    assert set(marked) <= set(forced_here), (marked, forced_here)
 
 
 def test_seeded_poisson_replay_gives_the_same_numbers() -> None:

@@ -1,0 +1,98 @@
+"""An independent oracle for the dynamic trace: is sharing with a running job forced?
+
+When the arrivals come, the running jobs hold their GPUs. An arrival that spans racks
+loads the uplinks of every rack it uses; a running job that spans racks loads its racks'
+uplinks too. Whether some placement of all the arrivals keeps every spanning arrival off
+every rack whose uplink a running job loads is a question about GPU counts per rack only,
+answered here by exhaustive search; nothing of the scheduler or the planner is used. Rack
+level is conservative: two rings over one rack may take different uplinks, and a running job
+on a shared uplink may interleave with the arrival. So "forced" means only that no
+scheduler could keep the arrivals to themselves.
+
+Run as a script it prints, per occupancy, the draws of the 24-server leaf-spine's dynamic
+trace (seed 0, 10-20 iterations, the running jobs where CASSINI placed them) where sharing
+is forced: `python tests/dynamic_oracle.py 0.5 0.6667`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def _placements(gpus: int, free: Sequence[int], busy: Sequence[bool]) -> list[tuple[int, ...]]:
+    """Every per-rack GPU count for one job of `gpus` GPUs within `free` that either stays
+    in one rack or spans only racks whose uplinks no running job loads."""
+    out: list[tuple[int, ...]] = []
+
+    def walk(i: int, left: int, counts: list[int]) -> None:
+        if left == 0:
+            full = counts + [0] * (len(free) - len(counts))
+            used = [r for r, c in enumerate(full) if c]
+            if len(used) == 1 or not any(busy[r] for r in used):
+                out.append(tuple(full))
+            return
+        if i == len(free):
+            return
+        for c in range(min(left, free[i]), -1, -1):
+            walk(i + 1, left - c, [*counts, c])
+
+    walk(0, gpus, [])
+    return out
+
+
+def avoidable(free: Sequence[int], busy: Sequence[bool], sizes: Sequence[int]) -> bool:
+    """Whether jobs of `sizes` GPUs all fit in `free` (GPUs per rack) with no spanning job
+    on a busy rack."""
+    if not sizes:
+        return True
+    first, rest = sizes[0], sizes[1:]
+    for counts in _placements(first, free, busy):
+        left = [f - c for f, c in zip(free, counts, strict=True)]
+        if avoidable(left, busy, rest):
+            return True
+    return False
+
+
+def forced(racks: Mapping[str, Sequence[str]], running: Mapping[str, Sequence[str]],
+           sizes: Sequence[int]) -> bool:
+    """`racks`: rack -> its GPU slots (hosts, one per GPU); `running`: job -> its hosts."""
+    names = list(racks)
+    rack_of = {h: r for r, slots in racks.items() for h in slots}
+    free = {r: len(slots) for r, slots in racks.items()}
+    busy = dict.fromkeys(names, False)
+    for hosts in running.values():
+        used = {rack_of[h] for h in hosts}
+        for h in hosts:
+            free[rack_of[h]] -= 1
+        if len(used) > 1:
+            for r in used:
+                busy[r] = True
+    return not avoidable([free[r] for r in names], [busy[r] for r in names],
+                         sorted(sizes, reverse=True))
+
+
+def forced_draws(occupancy: float, draws: int = 20) -> list[int]:
+    from innet.cassini.scheduler import cluster_from_topology
+    from innet.cassini.traces import make_trace, plan_trace
+    from innet.topology import load_topology
+
+    topo = load_topology(Path(__file__).resolve().parents[1] / "topologies" /
+                         "leafspine24.json")
+    racks = dict(cluster_from_topology(topo).racks)
+    out = []
+    for i in range(draws):
+        trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20), occupancy=occupancy)
+        placement = plan_trace(topo, trace).cassini.placement
+        running = {j.name: placement[j.name] for j in trace.jobs if j.arrival_ms == 0}
+        if forced(racks, running, [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]):
+            out.append(i)
+    return out
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:] or ["0.3333", "0.5", "0.6667"]:
+        found = forced_draws(float(arg))
+        print(f"occupancy {arg}: sharing with a running job forced in {len(found)} of 20 "
+              f"draws: {found}")
