@@ -648,7 +648,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs) if args.jobs is not None else ()
-    _occupancy(args, args.trace)
+    occupancy = _occupancy(args, args.trace)
     out = (Path(args.out) if args.out
            else Path("runs") / time.strftime("cassini-sweep-%Y%m%d-%H%M%S"))
     try:
@@ -661,7 +661,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from innet.progress import bar as progress_bar
 
     if args.trace is not None:
-        return _sweep_traces(args, topo, out, agents, engine, workers)
+        return _sweep_traces(args, topo, out, agents, engine, workers, occupancy)
 
     with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
         draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
@@ -684,13 +684,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidConfig,
-                  engine: Engine | None, workers: int) -> int:
+                  engine: Engine | None, workers: int, occupancy: float) -> int:
     import time
 
     from innet.cassini.tracesweep import summarise_traces, trace_sweep, trace_sweep_text
     from innet.progress import bar as progress_bar
 
-    occupancy = _occupancy(args, args.trace)
     t0 = time.monotonic()
     with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
         draws = trace_sweep(topo, args.trace, args.draws, seed=args.seed, count=args.trace_jobs,

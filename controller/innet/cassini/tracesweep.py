@@ -199,6 +199,15 @@ def _geomean(values: Sequence[float]) -> float:
     return float(math.exp(np.mean(np.log(values)))) if values else 1.0
 
 
+def _pooled_share(draws: Sequence[TraceDraw], key: str,
+                  ideal: Sequence[float]) -> tuple[float, float]:
+    """CASSINI's share of the ideal's gain in figure `key` (each draw's ideal in `ideal`),
+    summed over draws, and the gap (NaN share when the base is at the ideal)."""
+    gap = sum(getattr(d.arms["base"], key) - i for d, i in zip(draws, ideal, strict=True))
+    got = sum(getattr(d.arms["base"], key) - getattr(d.arms["cassini"], key) for d in draws)
+    return (got / gap if gap > 0 else math.nan), gap
+
+
 def summarise_traces(draws: Sequence[TraceDraw],
                      tolerance: float = TRACE_TOLERANCE) -> dict[str, Any]:
     """Geometric means of base / arm (above 1: faster) for JCT and iteration slowdown, the
@@ -224,19 +233,14 @@ def summarise_traces(draws: Sequence[TraceDraw],
                      "jct_p99_ms": _geomean([d.arms["base"].jct_p99_ms / pick(d)[1]
                                              for d in draws])}
         for which, key in ((0, "jct_mean_ms"), (1, "jct_p99_ms")):
-            gap = sum(getattr(d.arms["base"], key) - pick(d)[which] for d in draws)
-            got = sum(getattr(d.arms["base"], key) - getattr(d.arms["cassini"], key)
-                      for d in draws)
             suffix = "" if name == "ideal" else "_analytic"
-            out[f"share_{key}{suffix}"] = got / gap if gap > 0 else math.nan
-            out[f"gap_{key}{suffix}"] = gap
+            share, gap = _pooled_share(draws, key, [pick(d)[which] for d in draws])
+            out[f"share_{key}{suffix}"], out[f"gap_{key}{suffix}"] = share, gap
     # the same for iteration times (over each job's own T), the paper's measure of its
     # dynamic trace (section 5.3): a job's JCT hides how few of its iterations were slowed
     for which, key in ((0, "iter_mean_x"), (1, "iter_p99_x")):
-        gap = sum(getattr(d.arms["base"], key) - d.reference_iteration[which] for d in draws)
-        got = sum(getattr(d.arms["base"], key) - getattr(d.arms["cassini"], key)
-                  for d in draws)
-        out[f"share_{key}"] = got / gap if gap > 0 else math.nan
+        out[f"share_{key}"], _ = _pooled_share(
+            draws, key, [d.reference_iteration[which] for d in draws])
     worse = [d.index for d in draws if d.worse(tolerance)]
     out["worse_draws"] = len(worse)
     out["worse_draw_indices"] = worse
