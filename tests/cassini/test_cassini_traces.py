@@ -25,7 +25,13 @@ from innet.cassini.traces import (
     plan_trace,
 )
 from innet.cassini.tracesim import TraceJobRun, TraceSchedule, simulate_trace
-from innet.cassini.tracesweep import TraceDraw, TraceFigures, evaluate_trace, summarise_traces
+from innet.cassini.tracesweep import (
+    TraceDraw,
+    TraceFigures,
+    evaluate_trace,
+    summarise_traces,
+    trace_sweep_text,
+)
 from innet.cli import main
 from innet.errors import InputError
 from innet.topology import load_topology
@@ -268,6 +274,29 @@ def test_the_iteration_share_is_pooled_against_the_iterations_alone() -> None:
     assert measured["share_iter_p99_x"] == pytest.approx(1.0)
     assert math.isnan(summarise_traces([draw(0, (1.0, 1.0), (1.0, 1.0), None)])
                       ["share_iter_p99_x"])
+
+
+def test_a_pooled_gap_within_noise_has_no_share() -> None:
+    """The rule of one draw's share holds for the sum over draws: when the base is within
+    0.5% of the ideal in total, CASSINI's 0.1% more (one job's packet time where it sits)
+    must not read -18%, and a gap of 4% still gives its share."""
+    def draw(i: int, base_p99: float, cassini_p99: float, ideal_p99: float) -> TraceDraw:
+        def figures(p99: float) -> TraceFigures:
+            return TraceFigures(1000.0, p99, 1.0, 1.0, 0.0, 0)
+
+        arms = {"base": figures(base_p99), "base+shifts": figures(base_p99),
+                "cassini": figures(cassini_p99)}
+        return TraceDraw(i, Trace("dynamic", ()), arms, (1000.0, ideal_p99), {}, (),
+                         (1000.0, ideal_p99), (1.0, 1.0))
+
+    near = summarise_traces([draw(0, 20_010.0, 20_030.0, 20_000.0),
+                             draw(1, 15_000.0, 15_000.0, 15_000.0)])
+    assert near["gap_jct_p99_ms"] == pytest.approx(10.0)
+    assert math.isnan(near["share_jct_p99_ms"])
+    assert "and n/a (the base is within 0.5% of the ideal) in p99 JCT" in trace_sweep_text([], near)
+    far = summarise_traces([draw(0, 20_800.0, 20_200.0, 20_000.0),
+                            draw(1, 15_000.0, 15_000.0, 15_000.0)])
+    assert far["share_jct_p99_ms"] == pytest.approx(600.0 / 800.0)
 
 
 def test_running_only_bound_pools_every_job() -> None:

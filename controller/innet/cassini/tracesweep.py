@@ -29,6 +29,7 @@ from innet.cassini.traces import (
     DEFAULT_LOAD,
     DEFAULT_OCCUPANCY,
     DEFAULT_POISSON_JOBS,
+    SHARE_MIN_GAP,
     Trace,
     jct_share,
     make_trace,
@@ -39,6 +40,7 @@ from innet.table import format_table
 from innet.topology import Topology
 
 TRACE_TOLERANCE = 0.02
+NOTHING_TO_CAPTURE = f"n/a (the base is within {100 * SHARE_MIN_GAP:g}% of the ideal)"
 ARMS = ("base", "base+shifts", "cassini")
 _KEYS = ("jct_mean_ms", "jct_p99_ms", "iter_mean_x", "iter_p99_x")
 
@@ -202,10 +204,13 @@ def _geomean(values: Sequence[float]) -> float:
 def _pooled_share(draws: Sequence[TraceDraw], key: str,
                   ideal: Sequence[float]) -> tuple[float, float]:
     """CASSINI's share of the ideal's gain in figure `key` (each draw's ideal in `ideal`),
-    summed over draws, and the gap (NaN share when the base is at the ideal)."""
+    summed over draws, and the gap. The share is NaN when the summed gap is within
+    SHARE_MIN_GAP of the summed base, the rule `jct_share` applies to one draw: below it the
+    share measures where each arm's jobs sit (ns-3's packet time), not contention."""
+    base = sum(getattr(d.arms["base"], key) for d in draws)
     gap = sum(getattr(d.arms["base"], key) - i for d, i in zip(draws, ideal, strict=True))
     got = sum(getattr(d.arms["base"], key) - getattr(d.arms["cassini"], key) for d in draws)
-    return (got / gap if gap > 0 else math.nan), gap
+    return (got / gap if gap > SHARE_MIN_GAP * abs(base) else math.nan), gap
 
 
 def summarise_traces(draws: Sequence[TraceDraw],
@@ -272,7 +277,7 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
         return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
 
     def pct(x: float) -> str:
-        return "n/a (the base is at the ideal)" if math.isnan(x) else f"{100 * x:.0f}%"
+        return NOTHING_TO_CAPTURE if math.isnan(x) else f"{100 * x:.0f}%"
 
     return "\n".join([
         table, "",
@@ -315,7 +320,7 @@ def evaluation_trace_text(d: TraceDraw) -> str:
     b, c = d.arms["base"], d.arms["cassini"]
 
     def pct(x: float) -> str:
-        return "n/a (the base is at the ideal)" if math.isnan(x) else f"{100 * x:.0f}%"
+        return NOTHING_TO_CAPTURE if math.isnan(x) else f"{100 * x:.0f}%"
 
     marks = ("no marks either way" if b.marks == 0 and c.marks == 0 else
              f"{b.marks:.4g} -> 0" if c.marks == 0 else f"{b.marks / c.marks:.3g}x fewer")
