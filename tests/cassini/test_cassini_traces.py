@@ -293,7 +293,9 @@ def test_a_pooled_gap_within_noise_has_no_share() -> None:
                              draw(1, 15_000.0, 15_000.0, 15_000.0)])
     assert near["gap_jct_p99_ms"] == pytest.approx(10.0)
     assert math.isnan(near["share_jct_p99_ms"])
-    assert "and n/a (the base is within 0.5% of the ideal) in p99 JCT" in trace_sweep_text([], near)
+    text = trace_sweep_text([], near)
+    assert "p99 n/a (of 0.01 s)" in text
+    assert "(n/a: the base is within 0.5% of the ideal, nothing to capture)" in text
     far = summarise_traces([draw(0, 20_800.0, 20_200.0, 20_000.0),
                             draw(1, 15_000.0, 15_000.0, 15_000.0)])
     assert far["share_jct_p99_ms"] == pytest.approx(600.0 / 800.0)

@@ -277,7 +277,7 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
         return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
 
     def pct(x: float) -> str:
-        return NOTHING_TO_CAPTURE if math.isnan(x) else f"{100 * x:.0f}%"
+        return "n/a" if math.isnan(x) else f"{100 * x:.0f}%"
 
     return "\n".join([
         table, "",
@@ -295,11 +295,15 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
            f"{summary['analytic_ideal']['jct_p99_ms']:.3f}x (CASSINI's share of that: "
            f"{pct(summary['share_jct_mean_ms_analytic'])}, "
            f"{pct(summary['share_jct_p99_ms_analytic'])})" if summary["measured_ideal"] else ""),
-        f"CASSINI captures {pct(summary['share_jct_mean_ms'])} of the ideal's gain in mean JCT "
-        f"and {pct(summary['share_jct_p99_ms'])} in p99 JCT (summed over draws: gaps "
-        f"{summary['gap_jct_mean_ms'] / 1e3:.3g} s and {summary['gap_jct_p99_ms'] / 1e3:.3g} s), "
-        f"{pct(summary['share_iter_mean_x'])} and {pct(summary['share_iter_p99_x'])} in mean "
-        f"and p99 iteration time.",
+        f"CASSINI's share of the ideal's gain, summed over draws: JCT mean "
+        f"{pct(summary['share_jct_mean_ms'])} (of {summary['gap_jct_mean_ms'] / 1e3:.3g} s), "
+        f"p99 {pct(summary['share_jct_p99_ms'])} (of {summary['gap_jct_p99_ms'] / 1e3:.3g} s); "
+        f"iteration time mean {pct(summary['share_iter_mean_x'])}, p99 "
+        f"{pct(summary['share_iter_p99_x'])}"
+        + ("" if not any(math.isnan(v) for k, v in summary.items() if k.startswith("share_"))
+           else
+           f" (n/a: the base is within {100 * SHARE_MIN_GAP:g}% of the ideal, nothing to "
+           "capture)") + ".",
         f"Worse than "
         f"the base by more than {100 * summary['tolerance']:g}% (JCT or iteration, mean or "
         f"p99) in {summary['worse_draws']} of {summary['draws']} draws (largest loss "
