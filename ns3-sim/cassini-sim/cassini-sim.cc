@@ -73,6 +73,10 @@ struct Job
 {
     std::string name;
     double iterationMs = 0;
+    // an iteration never ends before its start + this (the profiled T when innet takes the
+    // scaled packet time's bound out of the compute: alone, a job then runs at its T, not the
+    // bound's slack early); 0: no floor
+    double minIterationMs = 0;
     double shiftMs = 0;
     uint32_t iterations = 0;
     std::vector<Segment> segments;
@@ -358,6 +362,12 @@ Advance(Job* job)
     {
         ++job->seg;
         StartSegment(job);
+        return;
+    }
+    double due = job->startMs + job->minIterationMs;
+    if (job->seg >= 0 && NowMs() < due - 1e-5)  // 10 ns: below the simulator's time step
+    {
+        Simulator::Schedule(MilliSeconds(1) * (due - NowMs()), &Advance, job);
         return;
     }
     if (g_version >= 2)
@@ -841,6 +851,14 @@ main(int argc, char** argv)
         if (!(job->iterationMs > 0) || job->iterations < 1)
         {
             Fail(where + ": iteration_ms must be > 0 and iterations >= 1");
+        }
+        if (jc.contains("min_iteration_ms"))
+        {
+            job->minIterationMs = Field<double>(jc, "min_iteration_ms", where);
+            if (!(job->minIterationMs >= 0))
+            {
+                Fail(where + ": min_iteration_ms must be >= 0");
+            }
         }
         if (g_version >= 2)
         {

@@ -126,12 +126,14 @@ def test_without_contention_every_job_keeps_its_own_iteration_time() -> None:
         for t in job.iterations_ms:
             assert 240.0 <= t <= 240.0 + slack_ms
     assert run.marks == 0
-    # by default that bound comes out of the compute before the phase (packet_time_ms), so
-    # alone a job iterates at its profiled T, never later, at most the bound early
+    # by default that bound comes out of the compute before the phase (packet_time_ms) and
+    # no iteration ends before T (min_iteration_ms): alone a job iterates at exactly its T
     run = Ns3Engine().link(jobs, 50.0, {"vgg19-b": 120.0}, FluidConfig(iterations=6), "apart")
     for job in run.jobs:
+        assert len(job.iterations_ms) == 6
         for t in job.iterations_ms:
-            assert 240.0 - slack_ms <= t <= 240.0 + 1e-6
+            assert t == pytest.approx(240.0, abs=1e-5)
+        assert job.realignments == 0
     assert run.marks == 0
 
 

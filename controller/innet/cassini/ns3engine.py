@@ -249,7 +249,11 @@ def compensated(segs: list[dict[str, Any]], extra_ms: Sequence[float]) -> list[d
     time of real rates (microseconds); the scaled network's is ~1/S times that (2.4 ms of a
     120 ms DLRM iteration across racks at S = 0.002), and left in, it made every job 1-2%
     slower than its grid, which CASSINI's agents only catch up with a whole period later:
-    an arrival aligned to the grid met a running job that had drifted off it."""
+    an arrival aligned to the grid met a running job that had drifted off it. What is taken
+    out is a bound (the last segment leaves up to one sender tick late, or on time), so the
+    config also sets each job's `min_iteration_ms` to its T: the program ends no iteration
+    before it, and a job alone runs at exactly T in every arm, agents or not, instead of up
+    to the bound's slack early (which made the arms without agents look faster than N x T)."""
     out = [dict(seg) for seg in segs]
     ups = [i for i, seg in enumerate(out) if seg["up"]]
     for i, extra in zip(ups, extra_ms, strict=True):
@@ -317,6 +321,8 @@ def build_config(network: Network, run: Ns3Run, config: FluidConfig,
                    {"pct": config.realign_pct, "budget_pct": config.realign_budget_pct,
                     "grid_ms": grids[job.name]})
         jobs.append({"name": job.name, "iteration_ms": job.iteration_ms,
+                     # the compensation takes out a bound: the floor takes back its slack
+                     "min_iteration_ms": job.iteration_ms if settings.compensate else 0.0,
                      "shift_ms": float(run.shifts_ms.get(job.name, 0.0)),
                      "iterations": config.iterations + settings.warmup, "segments": segs,
                      "flows": [list(p) for p in pairs.get(job.name, [])], "realign": realign})
