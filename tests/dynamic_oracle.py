@@ -10,13 +10,12 @@ on a shared uplink may interleave with the arrival. So "forced" means only that 
 scheduler could keep the arrivals to themselves.
 
 Run as a script it prints, per occupancy, the draws of the 24-server leaf-spine's dynamic
-trace (seed 0, 10-20 iterations, the running jobs where CASSINI placed them) where sharing
-is forced: `python tests/dynamic_oracle.py 0.5 0.6667`.
+trace (seed 0 unless told, 10-20 iterations, the running jobs where CASSINI placed them)
+where sharing is forced: `python tests/dynamic_oracle.py 0.5 0.6667 [--seed S] [--draws N]`.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -73,7 +72,7 @@ def forced(racks: Mapping[str, Sequence[str]], running: Mapping[str, Sequence[st
                          sorted(sizes, reverse=True))
 
 
-def forced_draws(occupancy: float, draws: int = 20) -> list[int]:
+def forced_draws(occupancy: float, draws: int = 20, seed: int = 0) -> list[int]:
     from innet.cassini.scheduler import cluster_from_topology
     from innet.cassini.traces import make_trace, plan_trace
     from innet.topology import load_topology
@@ -83,7 +82,8 @@ def forced_draws(occupancy: float, draws: int = 20) -> list[int]:
     racks = dict(cluster_from_topology(topo).racks)
     out = []
     for i in range(draws):
-        trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20), occupancy=occupancy)
+        trace = make_trace("dynamic", topo, seed, i, iterations=(10, 20),
+                           occupancy=occupancy)
         placement = plan_trace(topo, trace).cassini.placement
         running = {j.name: placement[j.name] for j in trace.jobs if j.arrival_ms == 0}
         if forced(racks, running, [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]):
@@ -92,7 +92,17 @@ def forced_draws(occupancy: float, draws: int = 20) -> list[int]:
 
 
 if __name__ == "__main__":
-    for arg in sys.argv[1:] or ["0.3333", "0.5", "0.6667"]:
-        found = forced_draws(float(arg))
-        print(f"occupancy {arg}: sharing with a running job forced in {len(found)} of 20 "
-              f"draws: {found}")
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Draws of the dynamic trace where sharing with a "
+                                 "running job is forced, per occupancy.")
+    ap.add_argument("occupancy", nargs="*", type=float, default=[0.3333, 0.5, 0.6667],
+                    help="shares of the GPUs the running jobs hold (default 0.3333 0.5 "
+                         "0.6667)")
+    ap.add_argument("--seed", type=int, default=0, help="the sweep's seed (default 0)")
+    ap.add_argument("--draws", type=int, default=20, help="draws per occupancy (default 20)")
+    args = ap.parse_args()
+    for occ in args.occupancy:
+        found = forced_draws(occ, args.draws, args.seed)
+        print(f"occupancy {occ:g} (seed {args.seed}): sharing with a running job forced in "
+              f"{len(found)} of {args.draws} draws: {found}", flush=True)
