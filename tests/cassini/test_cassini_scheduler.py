@@ -114,6 +114,26 @@ def test_candidates_are_distinct_and_deterministic(leafspine: Topology) -> None:
                                                        seed=3).to_dict()["placement"]
 
 
+def test_candidates_include_best_fit_with_two_jobs_trading_gpus(leafspine: Topology) -> None:
+    """Two 6-GPU jobs must span racks; which of them crosses which uplink is what CASSINI's
+    ranking weighs, so the base offers best-fit with the two trading GPUs. Every candidate
+    gives every job its GPU count (equal fairness); two jobs inside racks never trade (no
+    link would see it)."""
+    jobs = [zoo_job("DLRM", "wide-a", 6), zoo_job("VGG19", "wide-b", 6),
+            zoo_job("ResNet50", "in-rack-a", 4), zoo_job("BERT", "in-rack-b", 4)]
+    cluster = cluster_from_topology(leafspine)
+    proposal = themis_candidates(cluster, jobs, 8, seed=0)
+    first = proposal.candidates[0].hosts
+    assert all(len({cluster.rack_of(h) for h in first[j]}) == 2 for j in ("wide-a", "wide-b"))
+    traded = {**first, "wide-a": first["wide-b"], "wide-b": first["wide-a"]}
+    keys = [sorted(c.hosts.items()) for c in proposal.candidates]
+    assert sorted(traded.items()) in keys
+    untouched = {**first, "in-rack-a": first["in-rack-b"], "in-rack-b": first["in-rack-a"]}
+    assert sorted(untouched.items()) not in keys
+    for c in proposal.candidates:
+        assert {j: len(h) for j, h in c.hosts.items()} == {j.name: j.gpus for j in jobs}
+
+
 def test_jobs_furthest_behind_get_gpus_first(leafspine: Topology) -> None:
     jobs = jobs_from_data({"jobs": [
         {"name": "fresh", "model": "VGG19", "gpus": 10},

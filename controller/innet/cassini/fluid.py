@@ -423,19 +423,10 @@ def single_link(jobs: Sequence[JobProfile], capacity_gbps: float,
 Cache = dict[tuple[Any, ...], FluidResult]
 
 
-def simulate_parts(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]],
-                   capacity_gbps: Mapping[str, float], shifts_ms: Mapping[str, float],
-                   config: FluidConfig = FluidConfig(), label: str = "",
-                   cache: Cache | None = None) -> FluidResult:
-    """`simulate`, one connected component (jobs joined by the links they share) at a time.
-
-    Jobs of different components never meet on a link, so each component runs on its own
-    exactly as in the whole: every job's measured iterations are the same as `simulate`'s.
-    Marks differ in one way: a component's links count them while its own jobs run, not
-    until the slowest job of the whole cluster is done. With `cache`, a
-    component already run with the same jobs, shifts, links and settings (the running jobs
-    recur in every candidate placement) is not run again.
-    """
+def components(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]]
+               ) -> list[tuple[list[JobProfile], dict[str, dict[str, int]]]]:
+    """The jobs joined by the links they share, each group with its links' traffic (a job
+    that shares nothing is a group of its own, with no links)."""
     parent = {j.name: j.name for j in jobs}
 
     def find(x: str) -> str:
@@ -451,13 +442,31 @@ def simulate_parts(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str
     groups: dict[str, list[JobProfile]] = {}
     for job in jobs:
         groups.setdefault(find(job.name), []).append(job)
+    out = []
+    for members in groups.values():
+        member_names = {j.name for j in members}
+        out.append((members, {link: dict(per) for link, per in traffic.items()
+                              if per and set(per) <= member_names}))
+    return out
+
+
+def simulate_parts(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]],
+                   capacity_gbps: Mapping[str, float], shifts_ms: Mapping[str, float],
+                   config: FluidConfig = FluidConfig(), label: str = "",
+                   cache: Cache | None = None) -> FluidResult:
+    """`simulate`, one connected component (jobs joined by the links they share) at a time.
+
+    Jobs of different components never meet on a link, so each component runs on its own
+    exactly as in the whole: every job's measured iterations are the same as `simulate`'s.
+    Marks differ in one way: a component's links count them while its own jobs run, not
+    until the slowest job of the whole cluster is done. With `cache`, a
+    component already run with the same jobs, shifts, links and settings (the running jobs
+    recur in every candidate placement) is not run again.
+    """
     runs: dict[str, JobRun] = {}
     links: dict[str, LinkRun] = {}
     duration = 0.0
-    for members in groups.values():
-        member_names = {j.name for j in members}
-        sub = {link: dict(per) for link, per in traffic.items()
-               if per and set(per) <= member_names}
+    for members, sub in components(jobs, traffic):
         cap = {link: capacity_gbps[link] for link in sub}
         shifts = {j.name: float(shifts_ms.get(j.name, 0.0)) for j in members}
         key = (tuple((j.name, j.iteration_ms, j.phases) for j in members),

@@ -338,6 +338,11 @@ def _keep_running(plan: ClusterPlan, previous: Mapping[str, float]) -> dict[str,
     return out
 
 
+def _left(end_ms: float, now_ms: float, period_ms: float) -> int:
+    """Iterations a running job has left by the replay's prediction (it leaves at `end_ms`)."""
+    return max(0, math.ceil((end_ms - now_ms) / period_ms - 1e-9))
+
+
 def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Any], ClusterPlan],
             candidates: int, seed: int, checked: int, fluid: FluidConfig,
             progress: Callable[[float], Any] | None) -> _Arm:
@@ -371,8 +376,11 @@ def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Any], ClusterPlan],
             continue
         jobs = [replace(profiles[n], hosts=arm.hosts[n]) for n in running]
         jobs += [replace(profiles[q], hosts=None, waited_ms=t - arrival[q]) for q in queue]
+        finishing = {n: (t - arrival[n], _left(end, t, profiles[n].iteration_ms))
+                     for n, end in running.items()}
+        finishing |= {q: (t - arrival[q], iters[q]) for q in queue}
         plan = pick(schedule(cluster, jobs, candidates=candidates, seed=seed, fluid=fluid,
-                             checked=checked))
+                             checked=checked, finishing=finishing))
         for q in [q for q in queue if q in plan.placement]:
             hosts = plan.placement[q]
             held: list[str] = []
