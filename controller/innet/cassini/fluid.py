@@ -439,15 +439,13 @@ def components(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, in
         names = [n for n in per if n in parent]
         for a in names[1:]:
             parent[find(a)] = find(names[0])
-    groups: dict[str, list[JobProfile]] = {}
+    groups: dict[str, tuple[list[JobProfile], dict[str, dict[str, int]]]] = {}
     for job in jobs:
-        groups.setdefault(find(job.name), []).append(job)
-    out = []
-    for members in groups.values():
-        member_names = {j.name for j in members}
-        out.append((members, {link: dict(per) for link, per in traffic.items()
-                              if per and set(per) <= member_names}))
-    return out
+        groups.setdefault(find(job.name), ([], {}))[0].append(job)
+    for link, per in traffic.items():  # one pass: a large cluster has hundreds of groups
+        if per and all(n in parent for n in per):
+            groups[find(next(iter(per)))][1][link] = dict(per)
+    return list(groups.values())
 
 
 def simulate_parts(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]],

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from innet.cassini.fluid import FluidConfig
+from innet.cassini.fluid import FluidConfig, components
 from innet.cassini.profiles import JobProfile, job_from_dict, load_zoo, zoo_job
 from innet.cassini.scheduler import (
     DEFAULT_CHECK,
@@ -296,31 +296,13 @@ class _Arm:
     warnings: list[str]
 
 
-def _components(plan: ClusterPlan) -> list[set[str]]:
-    parent = {j: j for j in plan.placement}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for per in plan.traffic.values():
-        names = [n for n in per if n in parent]
-        for a in names[1:]:
-            parent[find(a)] = find(names[0])
-    groups: dict[str, set[str]] = {}
-    for j in parent:
-        groups.setdefault(find(j), set()).add(j)
-    return list(groups.values())
-
-
 def _keep_running(plan: ClusterPlan, previous: Mapping[str, float]) -> dict[str, float]:
     """The plan's shifts, each connected component translated by one common time c (which
     changes no link's interleaving) so that the running jobs' shifts move least."""
     period = {j.name: j.iteration_ms for j in plan.jobs}
     out: dict[str, float] = {}
-    for group in _components(plan):
+    for members, _ in components(plan.jobs, plan.traffic):
+        group = {j.name for j in members}
         new = {j: float(plan.shifts_ms.get(j, 0.0)) for j in group}
         old = {j: previous[j] for j in group if j in previous}
 
