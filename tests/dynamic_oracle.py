@@ -72,7 +72,10 @@ def forced(racks: Mapping[str, Sequence[str]], running: Mapping[str, Sequence[st
                          sorted(sizes, reverse=True))
 
 
-def forced_draws(occupancy: float, draws: int = 20, seed: int = 0) -> list[int]:
+def forced_draws(occupancy: float, draws: int = 20, seed: int = 0,
+                 arm: str = "cassini") -> list[int]:
+    """The draws where the running jobs, where `arm` (cassini or base) placed them in its
+    first round, leave the arrivals no placement of their own."""
     from innet.cassini.scheduler import cluster_from_topology
     from innet.cassini.traces import make_trace, plan_trace
     from innet.topology import load_topology
@@ -84,7 +87,7 @@ def forced_draws(occupancy: float, draws: int = 20, seed: int = 0) -> list[int]:
     for i in range(draws):
         trace = make_trace("dynamic", topo, seed, i, iterations=(10, 20),
                            occupancy=occupancy)
-        placement = plan_trace(topo, trace).cassini.placement
+        placement = getattr(plan_trace(topo, trace), arm).placement
         running = {j.name: placement[j.name] for j in trace.jobs if j.arrival_ms == 0}
         if forced(racks, running, [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]):
             out.append(i)

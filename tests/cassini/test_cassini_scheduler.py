@@ -134,6 +134,29 @@ def test_candidates_include_best_fit_with_two_jobs_trading_gpus(leafspine: Topol
         assert {j: len(h) for j, h in c.hosts.items()} == {j.name: j.gpus for j in jobs}
 
 
+def test_candidates_include_packings_that_leave_whole_racks_free(leafspine: Topology) -> None:
+    """Jobs of 6, 5 and 5 GPUs on six racks of four: best-fit and random packings each
+    span into a fresh rack and leave fragments in all six, next to busy uplinks. With 8
+    GPUs to spare the base also offers packings into the fewest racks (four), leaving two
+    whole racks for later jobs; a full cluster gets none (nothing would be left whole)."""
+    jobs = [zoo_job("ResNet50", "a", 6), zoo_job("WideResNet101", "b", 5),
+            zoo_job("VGG11", "c", 5)]
+    cluster = cluster_from_topology(leafspine)
+
+    def untouched(p: Placement) -> int:
+        used = {cluster.rack_of(h) for hs in p.hosts.values() for h in hs}
+        return sum(1 for rack, _ in cluster.racks if rack not in used)
+
+    proposal = themis_candidates(cluster, jobs, 20, seed=0)
+    assert untouched(proposal.candidates[0]) < 2
+    whole = [p for p in proposal.candidates if untouched(p) == 2]
+    assert len(whole) >= 3
+    for c in proposal.candidates:
+        assert {j: len(h) for j, h in c.hosts.items()} == {j.name: j.gpus for j in jobs}
+    fill = [*jobs, zoo_job("BERT", "d", 4), zoo_job("DLRM", "e", 4)]
+    assert all(untouched(p) == 0 for p in themis_candidates(cluster, fill, 20, 0).candidates)
+
+
 def test_jobs_furthest_behind_get_gpus_first(leafspine: Topology) -> None:
     jobs = jobs_from_data({"jobs": [
         {"name": "fresh", "model": "VGG19", "gpus": 10},

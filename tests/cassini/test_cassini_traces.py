@@ -513,3 +513,27 @@ def test_the_ns3_run_is_bounded_by_cpu_time_not_the_wall_clock(tmp_path: Path) -
     spin.chmod(0o755)
     with pytest.raises(InputError, match="of CPU"):
         run_config(spin, {}, 1.0)
+
+
+@pytest.mark.parametrize("occupancy", [1 / 3, 0.5, 2 / 3])
+def test_cassini_first_round_leaves_the_arrivals_room(occupancy: float) -> None:
+    """CASSINI's first round knows nothing of the arrivals, but among placements of equal
+    cost it keeps free GPUs away from busy uplinks, and the base offers packings into the
+    fewest racks, so the GPUs left are whole racks. So the arrivals are forced onto a
+    running job's uplink (`dynamic_oracle`) in at most half the draws where the base's
+    best-fit forces them, and only in draws where it does (seed 0: 0, 0, 3 of 20 against
+    the base's 3, 3, 12; without the fewest-racks packings 3, 1, 8)."""
+    topo = load_topology(LEAFSPINE)
+    racks = dict(cluster_from_topology(topo).racks)
+    forced_in: dict[str, list[int]] = {"base": [], "cassini": []}
+    for i in range(20):
+        trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20), occupancy=occupancy)
+        plan = plan_trace(topo, trace)
+        sizes = [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]
+        for arm, schedule_ in (("base", plan.base), ("cassini", plan.cassini)):
+            running = {j.name: schedule_.placement[j.name] for j in trace.jobs
+                       if j.arrival_ms == 0}
+            if forced(racks, running, sizes):
+                forced_in[arm].append(i)
+    assert set(forced_in["cassini"]) <= set(forced_in["base"]), forced_in
+    assert len(forced_in["cassini"]) <= len(forced_in["base"]) // 2, forced_in

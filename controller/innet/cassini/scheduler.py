@@ -201,11 +201,15 @@ def themis_candidates(cluster: Cluster, jobs: Sequence[JobProfile], count: int =
     """Up to `count` distinct placements of equal finish-time fairness; candidate 0 is the
     deterministic best-fit in fairness order (what the base alone would run).
 
-    The others alternate between two kinds, so that neither crowds the other out: best-fit
+    The others alternate between kinds, so that none crowds the others out: best-fit
     with two jobs of the same size trading their GPUs (`_swaps`: the same racks filled the
     same way, only which job crosses which link changes, which is what CASSINI's ranking is
     about), and packings in a random order within each fairness group with random ties
-    (other fragments, other racks spanned)."""
+    (other fragments, other racks spanned). When the jobs leave GPUs free, every third is a
+    random packing into the fewest racks that hold them (`_fewest_racks`, random slots
+    within them, so that rings take other spines), from a stream of its own so that the
+    other kinds stay what they were: the GPUs left over are whole racks with quiet uplinks,
+    where a job arriving later shares no link with the running ones."""
     total = cluster.gpus
     for job in jobs:
         if job.gpus > total:
@@ -239,11 +243,18 @@ def themis_candidates(cluster: Cluster, jobs: Sequence[JobProfile], count: int =
         else:
             groups.append([job])
     swaps = _swaps(cluster, admitted, candidates[0].hosts, rng)
+    compact_rng = np.random.default_rng([seed, 1])
+    compact = _fewest_racks(free, sum(j.gpus for j in admitted), compact_rng)
     tries = 0
     while len(candidates) < count and tries < count * 20:
         tries += 1
         placement = None
-        if tries % 2 == 1:
+        if compact is not None and tries % 3 == 0:
+            order = [g[i] for g in groups for i in compact_rng.permutation(len(g))]
+            slots = {r: [h[i] for i in compact_rng.permutation(len(h))]
+                     for r, h in compact.items()}
+            placement = _pack(order, slots, compact_rng)
+        elif tries % 2 == 1:
             placement = next(swaps, None)
         if placement is None:
             order = [g[i] for g in groups for i in rng.permutation(len(g))]
@@ -253,6 +264,28 @@ def themis_candidates(cluster: Cluster, jobs: Sequence[JobProfile], count: int =
             seen.add(built.key())
             candidates.append(built)
     return Proposal(tuple(candidates), tuple(waiting))
+
+
+def _fewest_racks(free: Mapping[str, list[str]], need: int,
+                  rng: np.random.Generator) -> dict[str, list[str]] | None:
+    """The free GPUs of the fewest racks that hold `need` (the racks with most free first,
+    random ties), or None when those are every rack with a free GPU (nothing left whole).
+
+    Packing into these leaves the other racks' GPUs free and their uplinks quiet: a job
+    arriving later can take them without sharing a link with a running one. A scheduler
+    that knows nothing of the arrivals still knows that fragments next to busy uplinks are
+    where arrivals collide."""
+    racks = [r for r in free if free[r]]
+    ties = rng.permutation(len(racks))
+    order = sorted(range(len(racks)), key=lambda i: (-len(free[racks[i]]), ties[i]))
+    out: dict[str, list[str]] = {}
+    got = 0
+    for i in order:
+        if got >= need:
+            break
+        out[racks[i]] = free[racks[i]]
+        got += len(free[racks[i]])
+    return out if len(out) < len(racks) else None
 
 
 def _swaps(cluster: Cluster, admitted: Sequence[JobProfile],
