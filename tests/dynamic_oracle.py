@@ -72,10 +72,10 @@ def forced(racks: Mapping[str, Sequence[str]], running: Mapping[str, Sequence[st
                          sorted(sizes, reverse=True))
 
 
-def forced_draws(occupancy: float, draws: int = 20, seed: int = 0,
-                 arm: str = "cassini") -> list[int]:
-    """The draws where the running jobs, where `arm` (cassini or base) placed them in its
-    first round, leave the arrivals no placement of their own."""
+def forced_draws(occupancy: float, draws: int = 20,
+                 seed: int = 0) -> dict[str, list[int]]:
+    """Per arm ("base", "cassini"), the draws where the running jobs, where that arm's first
+    round placed them, leave the arrivals no placement of their own (one plan per draw)."""
     from innet.cassini.scheduler import cluster_from_topology
     from innet.cassini.traces import make_trace, plan_trace
     from innet.topology import load_topology
@@ -83,14 +83,17 @@ def forced_draws(occupancy: float, draws: int = 20, seed: int = 0,
     topo = load_topology(Path(__file__).resolve().parents[1] / "topologies" /
                          "leafspine24.json")
     racks = dict(cluster_from_topology(topo).racks)
-    out = []
+    out: dict[str, list[int]] = {"base": [], "cassini": []}
     for i in range(draws):
         trace = make_trace("dynamic", topo, seed, i, iterations=(10, 20),
                            occupancy=occupancy)
-        placement = getattr(plan_trace(topo, trace), arm).placement
-        running = {j.name: placement[j.name] for j in trace.jobs if j.arrival_ms == 0}
-        if forced(racks, running, [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]):
-            out.append(i)
+        plan = plan_trace(topo, trace)
+        sizes = [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]
+        for arm, found in out.items():
+            placement = getattr(plan, arm).placement
+            running = {j.name: placement[j.name] for j in trace.jobs if j.arrival_ms == 0}
+            if forced(racks, running, sizes):
+                found.append(i)
     return out
 
 
@@ -106,6 +109,6 @@ if __name__ == "__main__":
     ap.add_argument("--draws", type=int, default=20, help="draws per occupancy (default 20)")
     args = ap.parse_args()
     for occ in args.occupancy:
-        found = forced_draws(occ, args.draws, args.seed)
+        found = forced_draws(occ, args.draws, args.seed)["cassini"]
         print(f"occupancy {occ:g} (seed {args.seed}): sharing with a running job forced in "
               f"{len(found)} of {args.draws} draws: {found}", flush=True)

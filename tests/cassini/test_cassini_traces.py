@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from dynamic_oracle import avoidable, forced
+from dynamic_oracle import avoidable, forced, forced_draws
 from ns3_helpers import needs_ns3
 
 from innet.cassini.fluid import FluidConfig, FluidResult, JobRun
@@ -523,17 +523,6 @@ def test_cassini_first_round_leaves_the_arrivals_room(occupancy: float) -> None:
     running job's uplink (`dynamic_oracle`) in at most half the draws where the base's
     best-fit forces them, and only in draws where it does (seed 0: 0, 0, 3 of 20 against
     the base's 3, 3, 12; without the fewest-racks packings 3, 1, 8)."""
-    topo = load_topology(LEAFSPINE)
-    racks = dict(cluster_from_topology(topo).racks)
-    forced_in: dict[str, list[int]] = {"base": [], "cassini": []}
-    for i in range(20):
-        trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20), occupancy=occupancy)
-        plan = plan_trace(topo, trace)
-        sizes = [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]
-        for arm, schedule_ in (("base", plan.base), ("cassini", plan.cassini)):
-            running = {j.name: schedule_.placement[j.name] for j in trace.jobs
-                       if j.arrival_ms == 0}
-            if forced(racks, running, sizes):
-                forced_in[arm].append(i)
+    forced_in = forced_draws(occupancy, 20, 0)
     assert set(forced_in["cassini"]) <= set(forced_in["base"]), forced_in
     assert len(forced_in["cassini"]) <= len(forced_in["base"]) // 2, forced_in
