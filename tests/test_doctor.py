@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from innet import doctor
+from innet.cli import doctor
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # an interpreter that sees none of innet's dependencies: isolated (-I), no site-packages (-S)
 BARE = [sys.executable, "-I", "-S", "-c",
         f"import sys; sys.path.insert(0, {str(ROOT / 'controller')!r}); "
-        "from innet.doctor import main; sys.exit(main())"]
+        "from innet.cli.doctor import main; sys.exit(main())"]
 
 
 def _bare_doctor(*args: str, path: str) -> tuple[int, str]:

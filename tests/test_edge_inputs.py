@@ -534,7 +534,7 @@ def test_every_command_and_option_is_described() -> None:
         text = " ".join(parser.format_help().split())  # undo the wrapping
         for action in parser._actions:
             if isinstance(action, skip) or action.help == argparse.SUPPRESS:
-                continue  # hidden: an old spelling kept only to refuse it (innet.oldflags)
+                continue  # hidden: an old spelling kept only to refuse it (innet.cli.oldflags)
             assert action.help, f"{path} {action.option_strings or action.dest}: no help"
             if (action.option_strings and not action.required and action.default is None
                     and not isinstance(action, argparse._StoreTrueAction)):
@@ -589,7 +589,7 @@ def test_demo_json_keeps_progress_off_stdout(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """demo prints sections as it goes; with --json they go to stderr and stdout holds one
     document. (The demo itself is exercised by test_demo.py; here only its --json mode.)"""
-    from innet import demo
+    from innet.cli import demo
 
     def fake(args: Any) -> tuple[Path, list[str], list[str]]:
         print("== SOAR ==")
@@ -606,8 +606,8 @@ def test_demo_json_keeps_progress_off_stdout(tmp_path: Path,
 def test_run_json_is_one_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`innet run ... --json` shapes the experiments' results (which need BMv2 and root and
     are run by test_emulation_bmv2.py) into one strict document."""
+    from innet.cli import run as emulation_cli
     from innet.emulation import aggregation, cassini_run
-    from innet.emulation import cli as emulation_cli
 
     monkeypatch.setattr(emulation_cli, "_check_environment", lambda: None)
     run_ = aggregation.StrategyRun("soar", 4, ("s4",), 5, 28.0, 28.0, True, 12, {"s4": 5},

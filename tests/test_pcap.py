@@ -11,7 +11,7 @@ from scapy.layers.l2 import ARP, Ether
 from scapy.utils import PcapNgWriter, PcapWriter
 
 from innet.cli import main
-from innet.pcap import summarise
+from innet.cli.pcap import summarise
 
 
 def write_capture(path: Path, ng: bool = False) -> None:

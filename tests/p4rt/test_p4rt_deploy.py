@@ -374,7 +374,7 @@ def test_cli_deploy_keeps_the_slots_a_job_holds(server: FakeP4RuntimeServer, tmp
 def test_a_switch_that_failed_exits_3_not_2(monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """Bad input is exit 2; a switch or network that failed is exit 3 (docs/inputs.md)."""
-    from innet import deploy_cli
+    from innet.cli import deploy as deploy_cli
     from innet.errors import InputError, NetworkError
 
     assert issubclass(SwitchError, NetworkError) and not issubclass(SwitchError, InputError)

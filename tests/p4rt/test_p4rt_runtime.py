@@ -17,7 +17,7 @@ from p4rt_helpers import eventually, fake_addresses
 
 from innet.bmv2.own_program import load_own_program, runtime_paths
 from innet.cli import main
-from innet.deploy_cli import describe_replication
+from innet.cli.deploy import describe_replication
 from innet.errors import InputError
 from innet.p4rt.client import SwitchClient, WriteError
 from innet.p4rt.controller import Controller

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import select
 import signal
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -195,52 +193,3 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
                  "overflow": any(s.overflow for s in d.state.values()),
                  "digest": digest(d.sums())}
         for j, (d, _) in jobs.items()}}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m innet.emulation.agghost",
-                                     description="a worker or the destination of the "
-                                                 "aggregation protocol, on one host")
-    sub = parser.add_subparsers(dest="role", required=True)
-    w = sub.add_parser("worker")
-    w.add_argument("--dest", required=True, help="destination IPv4 address")
-    w.add_argument("--job", type=int, required=True)
-    w.add_argument("--worker", type=int, required=True, help="index in the job's workers")
-    w.add_argument("--workers", type=int, required=True, help="workers in the job")
-    w.add_argument("--values", type=int, required=True)
-    w.add_argument("--seed", type=int, default=0)
-    w.add_argument("--window", type=int, required=True,
-                   help="how far ahead of its oldest unanswered chunk the worker may go")
-    w.add_argument("--inflight", type=int, default=None,
-                   help="chunks kept unanswered at most (default: the window)")
-    w.add_argument("--slots", type=int, required=True)
-    w.add_argument("--first-chunk", type=int, default=0)
-    w.add_argument("--start-at", type=float, default=0.0, help="wall-clock time to start")
-    w.add_argument("--rto", type=float, default=0.5, help="initial timeout (s)")
-    w.add_argument("--min-rto", type=float, default=0.2)
-    w.add_argument("--max-rto", type=float, default=0.5)
-    w.add_argument("--backoff", type=float, default=1.5)
-    w.add_argument("--stall-timeout", type=float, default=120.0,
-                   help="give up when no RESULT came for this long (seconds)")
-    w.add_argument("--local-ip", default=None,
-                   help="this host's address: join the job's result group on it (default: "
-                        "results come unicast)")
-    w.add_argument("--out", required=True)
-    d = sub.add_parser("dest")
-    d.add_argument("--job", action="append", required=True,
-                   help="JOB:IP,IP,...:CHUNKS:SLOTS (worker i at the i-th address; SLOTS: the "
-                        "job's cells per switch); repeat")
-    d.add_argument("--first-chunk", type=int, default=0)
-    d.add_argument("--ready", required=True, help="file touched once the socket is bound")
-    d.add_argument("--multicast-from", default=None, metavar="IP",
-                   help="send each completed chunk's RESULT once, to the job's group address, "
-                        "from this address (default: one unicast per worker)")
-    d.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    result = run_worker(args) if args.role == "worker" else run_destination(args)
-    Path(args.out).write_text(json.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

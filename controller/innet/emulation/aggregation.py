@@ -412,7 +412,7 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int,
     dest_file = logs / f"dest-{label}.json"
     ready = logs / f"dest-{label}.ready"
     ready.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "innet.emulation.agghost", "dest", "--first-chunk",
+    cmd = [sys.executable, "-m", "innet.cli.agghost", "dest", "--first-chunk",
            str(first_chunk), "--ready", str(ready), "--out", str(dest_file)]
     for w in workloads:
         ips = ",".join(topo.hosts[h].ip for h in w.workers)
@@ -434,7 +434,7 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int,
         for i, h in enumerate(w.workers):
             f = logs / f"worker-{label}-{w.job}-{h}.json"
             procs.append((f, run.host(h).popen(
-                [sys.executable, "-m", "innet.emulation.agghost", "worker", "--dest",
+                [sys.executable, "-m", "innet.cli.agghost", "worker", "--dest",
                  dest_ip, "--job", str(w.job), "--worker", str(i), "--workers",
                  str(len(w.workers)), "--values", str(values), "--seed", str(seed),
                  "--window", str(window[0]), "--inflight", str(window[1]), "--slots",

@@ -217,7 +217,7 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
     for dst in sorted({f.dst for f in flows}):
         rx_out = out / "logs" / f"rx-{tag}-{dst}.json"
         receivers[dst] = (net.host(dst).popen(
-            [sys.executable, "-m", "innet.emulation.agent", "receive", "--duration",
+            [sys.executable, "-m", "innet.cli.agent", "receive", "--duration",
              f"{duration:.2f}", "--idle", f"{idle:.2f}", "--out", str(rx_out)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE), rx_out)
@@ -230,7 +230,7 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
                    "pps": p.gbps * scale / slowdown} for p in job.phases]
         tx_out = out / "logs" / f"tx-{tag}-{f.job}-{i}.json"
         senders.append((f, net.host(f.src).popen(
-            [sys.executable, "-m", "innet.emulation.agent", "send", "--dest",
+            [sys.executable, "-m", "innet.cli.agent", "send", "--dest",
              topo.hosts[f.dst].ip, "--job", str(f.job_id), "--iteration-ms",
              str(job.iteration_ms * slowdown), "--phases", json.dumps(phases), "--shift-ms",
              str(shifts[f.job] * slowdown), "--epoch", f"{epoch:.6f}", "--iterations",

@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from innet.argtypes import PROCESSES, SEED, K, int_in
+from innet.cli.argtypes import PROCESSES, SEED, K, int_in
+from innet.cli.oldflags import renamed
+from innet.cli.outpaths import output_dir, output_file
 from innet.errors import InputError
 from innet.jsonout import dumps, print_json
 from innet.limits import check_memory, check_time
-from innet.oldflags import renamed
-from innet.outpaths import output_dir, output_file
 from innet.progress import bar
 from innet.soar.baselines import STRATEGIES, compare_text, run_strategy
 from innet.soar.generate import (

@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from innet.argtypes import SEED, K, float_in, int_in, probability
+from innet.cli.argtypes import SEED, K, float_in, int_in, probability
+from innet.cli.oldflags import renamed
+from innet.cli.outpaths import output_dir
 from innet.emulation.aggregation import (
     DEFAULT_INFLIGHT,
     DEFAULT_VALUES,
@@ -19,8 +21,6 @@ from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from innet.emulation.net import EmulationError, require_bmv2, require_mininet
 from innet.errors import InputError
 from innet.jsonout import print_json
-from innet.oldflags import renamed
-from innet.outpaths import output_dir
 from innet.soar.baselines import STRATEGIES
 
 NEEDS = ("Needs root, Debian's mininet (./setup.sh installs it) and BMv2's simple_switch_grpc "

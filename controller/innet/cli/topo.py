@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from innet.argtypes import float_in, int_in
+from innet.cli.argtypes import float_in, int_in
+from innet.cli.oldflags import renamed
+from innet.cli.outpaths import output_file
 from innet.errors import InputError
 from innet.jsonout import print_json
-from innet.oldflags import renamed
-from innet.outpaths import output_file
 from innet.table import format_table
 from innet.topogen import (
     binary_tree_topology,

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from innet.cli.outpaths import output_dir
 from innet.jsonout import print_json
-from innet.outpaths import output_dir
 from innet.shipped import examples_dir, shipped_file, topologies_dir
 
 TOPOLOGIES = topologies_dir()

@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from innet.argtypes import SEED, float_in, int_in, positive_float
 from innet.cassini.engine import ENGINES, Engine, make_engine
 from innet.cassini.evaluation import (
     evaluate_cluster,
@@ -43,9 +42,10 @@ from innet.cassini.traces import (
     KINDS,
     MAX_TRACE_JOBS,
 )
+from innet.cli.argtypes import SEED, float_in, int_in, positive_float
+from innet.cli.outpaths import output_dir, output_file
 from innet.errors import InputError, one_line, quote
 from innet.jsonout import dumps, print_json
-from innet.outpaths import output_dir, output_file
 from innet.table import format_table
 from innet.topology import load_topology
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
-from innet.argtypes import SEED, K, float_in, int_in
 from innet.bmv2.local import switch_addresses
 from innet.bmv2.own_program import OwnProgram, load_own_program
 from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
+from innet.cli.argtypes import SEED, K, float_in, int_in
 from innet.emulation import live
 from innet.errors import InputError, NetworkError
 from innet.jsonout import print_json

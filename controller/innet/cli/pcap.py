@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from innet.argtypes import float_in, int_in
+from innet.cli.argtypes import float_in, int_in
+from innet.cli.outpaths import image_file
 from innet.errors import InputError
 from innet.jsonout import print_json
-from innet.outpaths import image_file
 from innet.table import format_table
 
 MAX_BINS = 1_000_000  # timeline bins: three lists of Python ints, about 100 MB

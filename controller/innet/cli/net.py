@@ -25,7 +25,7 @@ from typing import Any
 
 from innet.bmv2.own_program import OwnProgram
 from innet.bmv2.thrift import queue_commands, run_cli
-from innet.deploy_cli import (
+from innet.cli.deploy import (
     INTENT_FIELDS,
     _intent_args,
     _no_runtime_without_program,
@@ -34,13 +34,13 @@ from innet.deploy_cli import (
     build_intent,
     queue_settings,
 )
+from innet.cli.outpaths import output_dir
+from innet.cli.run import _check_environment, default_out
 from innet.emulation import live
-from innet.emulation.cli import _check_environment, default_out
 from innet.emulation.experiment import ControlledNetwork, controlled_network
 from innet.emulation.net import EmulationError
 from innet.errors import InputError, NetworkError
 from innet.jsonout import print_json
-from innet.outpaths import output_dir
 from innet.p4rt.deploy import SwitchDeploy
 from innet.plan.intent import NetworkIntent, held_slots
 from innet.soar.model import phi
