@@ -615,50 +615,96 @@ Field(const json& obj, const char* key, const std::string& where)
     }
 }
 
-} // namespace
+// ---- the run, step by step: main() calls these in this order. The order is part of the
+// behaviour: ns-3 numbers nodes, interfaces and addresses, hands out random streams and runs
+// events due at the same time in the order they are created, so every step creates its
+// objects in the order the config lists them, and the config is read in the order that makes
+// the first bad field the one reported.
 
-int
-main(int argc, char** argv)
+// The run-wide fields besides those the event handlers read as globals (g_version, g_mss,
+// g_epochMs).
+struct RunSettings
 {
-    if (argc != 3)
-    {
-        std::cerr << "usage: cassini-sim CONFIG.json RESULT.json" << std::endl;
-        return 2;
-    }
-    auto wall0 = std::chrono::steady_clock::now();
+    uint32_t k = 0;       // RED marks above this many packets (DCTCP's K)
+    uint32_t buffer = 0;  // an egress queue's size in packets
+    double stopMs = 0;    // the run ends here if the jobs have not: their bound did not hold
+    std::string routing;  // "static" (innet's host routes) or "ecmp" (ns-3's global routing)
+};
+
+// One direction of a link as seen from its sending node: the interface to send on, the
+// neighbour's address (the next hop of a route) and the queue whose marks are reported.
+struct Port
+{
+    uint32_t ifIndex;
+    Ipv4Address far;
+    Ptr<QueueDisc> qdisc;
+};
+
+// The built network, kept by the config's names because routes, flows and the output all
+// refer to nodes by name.
+struct Network
+{
+    std::map<std::string, Ptr<Node>> nodes;
+    std::map<std::string, bool> isHost;
+    std::map<std::pair<std::string, std::string>, Port> ports;  // (node, neighbour) -> port
+    std::map<std::string, Ipv4Address> hostAddress;              // a host has one link
+    std::vector<std::pair<std::string, std::string>> order;      // ports in the links' order
+};
+
+// ---- config parsing
+
+// The config file as JSON; a file that cannot be read or parsed is one line and exit 2, which
+// innet turns into its error message.
+json
+ReadConfig(const std::string& path)
+{
     json cfg;
+    std::ifstream in(path);
+    if (!in)
     {
-        std::ifstream in(argv[1]);
-        if (!in)
-        {
-            Fail(std::string(argv[1]) + ": cannot read");
-        }
-        try
-        {
-            in >> cfg;
-        }
-        catch (const json::exception& e)
-        {
-            Fail(std::string(argv[1]) + ": not JSON: " + e.what());
-        }
+        Fail(path + ": cannot read");
     }
+    try
+    {
+        in >> cfg;
+    }
+    catch (const json::exception& e)
+    {
+        Fail(path + ": not JSON: " + e.what());
+    }
+    return cfg;
+}
+
+// The fields every later step depends on, checked before anything is built.
+RunSettings
+ParseSettings(const json& cfg)
+{
     g_version = Field<int>(cfg, "version", "config");
     if (g_version != 1 && g_version != 2)
     {
         Fail("config.version: expected 1 or 2");
     }
+    RunSettings run;
     const json& queue = cfg.at("queue");
-    const uint32_t k = Field<uint32_t>(queue, "k_packets", "queue");
-    const uint32_t buffer = Field<uint32_t>(queue, "buffer_packets", "queue");
+    run.k = Field<uint32_t>(queue, "k_packets", "queue");
+    run.buffer = Field<uint32_t>(queue, "buffer_packets", "queue");
     g_mss = Field<uint32_t>(cfg, "mss", "config");
     g_epochMs = Field<double>(cfg, "epoch_ms", "config");
-    const double stopMs = Field<double>(cfg, "stop_ms", "config");
-    const std::string routing = Field<std::string>(cfg, "routing", "config");
-    if (routing != "static" && routing != "ecmp")
+    run.stopMs = Field<double>(cfg, "stop_ms", "config");
+    run.routing = Field<std::string>(cfg, "routing", "config");
+    if (run.routing != "static" && run.routing != "ecmp")
     {
-        Fail("config.routing: expected 'static' or 'ecmp', got '" + routing + "'");
+        Fail("config.routing: expected 'static' or 'ecmp', got '" + run.routing + "'");
     }
+    return run;
+}
 
+// Every connection is the same DCTCP (with the one-segment floor) and the same seed gives the
+// same run: set as defaults, before any socket exists, so that every object created later
+// takes them.
+void
+SetTcpDefaults(const json& cfg)
+{
     RngSeedManager::SetSeed(1);
     RngSeedManager::SetRun(Field<uint32_t>(cfg, "seed", "config") + 1);
     GlobalValue::Bind("ChecksumEnabled", BooleanValue(false));
@@ -678,15 +724,30 @@ main(int argc, char** argv)
     // timeouts whose backoff stalls the connection for seconds
     Config::SetDefault("ns3::TcpSocket::DelAckTimeout",
                        TimeValue(MilliSeconds(1) * Field<double>(cfg, "delack_timeout_ms", "config")));
+}
+
+// Every egress queue marks as DCTCP's switches do: on the instant queue (QW = 1), every packet
+// above K (MinTh = MaxTh, not gentle), marking instead of dropping until the buffer is full.
+void
+SetQueueDefaults(const RunSettings& run)
+{
     Config::SetDefault("ns3::RedQueueDisc::UseEcn", BooleanValue(true));
     Config::SetDefault("ns3::RedQueueDisc::UseHardDrop", BooleanValue(false));
     Config::SetDefault("ns3::RedQueueDisc::Gentle", BooleanValue(false));
     Config::SetDefault("ns3::RedQueueDisc::QW", DoubleValue(1.0));  // the instant queue
     Config::SetDefault("ns3::RedQueueDisc::MeanPktSize", UintegerValue(g_mss + 52));
     Config::SetDefault("ns3::RedQueueDisc::MaxSize",
-                       QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, buffer)));
-    Config::SetDefault("ns3::RedQueueDisc::MinTh", DoubleValue(k));
-    Config::SetDefault("ns3::RedQueueDisc::MaxTh", DoubleValue(k));
+                       QueueSizeValue(QueueSize(QueueSizeUnit::PACKETS, run.buffer)));
+    Config::SetDefault("ns3::RedQueueDisc::MinTh", DoubleValue(run.k));
+    Config::SetDefault("ns3::RedQueueDisc::MaxTh", DoubleValue(run.k));
+}
+
+// Experiments may override any attribute without a new build (`ns3_defaults`); set after the
+// fixed defaults so that they win. ECMP is global routing's option, set here for the same
+// reason: before the routing objects exist.
+void
+SetExtraDefaults(const json& cfg, const RunSettings& run)
+{
     if (cfg.contains("ns3_defaults"))  // extra attributes, e.g. for experiments
     {
         for (const auto& [name, value] : cfg.at("ns3_defaults").items())
@@ -697,35 +758,40 @@ main(int argc, char** argv)
             }
         }
     }
-    if (routing == "ecmp")
+    if (run.routing == "ecmp")
     {
         Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
     }
+}
 
-    // nodes
-    std::map<std::string, Ptr<Node>> nodes;
-    std::map<std::string, bool> isHost;
+// ---- topology
+
+// A node per host, then per switch, each with an IPv4 stack: HostRouting when the switches
+// forward on innet's next hops, ns-3's global routing for ECMP.
+void
+CreateNodes(const json& cfg, const RunSettings& run, Network& net)
+{
     NodeContainer all;
     for (const auto& h : Field<std::vector<std::string>>(cfg, "hosts", "config"))
     {
-        nodes[h] = CreateObject<Node>();
-        isHost[h] = true;
-        all.Add(nodes[h]);
+        net.nodes[h] = CreateObject<Node>();
+        net.isHost[h] = true;
+        all.Add(net.nodes[h]);
     }
     for (const auto& s : Field<std::vector<std::string>>(cfg, "switches", "config"))
     {
-        if (nodes.count(s))
+        if (net.nodes.count(s))
         {
             Fail("config.switches: '" + s + "' is also a host");
         }
-        nodes[s] = CreateObject<Node>();
-        isHost[s] = false;
-        all.Add(nodes[s]);
+        net.nodes[s] = CreateObject<Node>();
+        net.isHost[s] = false;
+        all.Add(net.nodes[s]);
     }
     InternetStackHelper stack;
     HostRoutingHelper hostHelper;
     Ipv4GlobalRoutingHelper globalHelper;
-    if (routing == "static")
+    if (run.routing == "static")
     {
         stack.SetRoutingHelper(hostHelper);
     }
@@ -734,18 +800,71 @@ main(int argc, char** argv)
         stack.SetRoutingHelper(globalHelper);
     }
     stack.Install(all);
+}
 
-    // links: one /30 each; (node, neighbour) -> (interface on node, neighbour's address)
-    struct Port
+// What installing one link made: both ends' devices, queue discs and addresses.
+struct InstalledLink
+{
+    NetDeviceContainer devs;
+    QueueDiscContainer qd;
+    Ipv4InterfaceContainer ifs;
+};
+
+// A point-to-point link with a RED queue disc at both ends and the next /30. The devices'
+// own queue holds one packet, so packets wait (and are marked) in RED, not behind it.
+InstalledLink
+InstallLink(Ptr<Node> a, Ptr<Node> b, double gbps, double delayUs,
+            Ipv4AddressHelper& addresses)
+{
+    PointToPointHelper p2p;
+    p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(gbps * 1e9)));
+    p2p.SetChannelAttribute("Delay", TimeValue(MicroSeconds(1) * delayUs));
+    p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("1p"));
+    NetDeviceContainer devs = p2p.Install(a, b);
+    TrafficControlHelper tch;
+    tch.SetRootQueueDisc("ns3::RedQueueDisc", "LinkBandwidth",
+                         DataRateValue(DataRate(gbps * 1e9)), "LinkDelay",
+                         TimeValue(MicroSeconds(1) * delayUs));
+    QueueDiscContainer qd = tch.Install(devs);
+    Ipv4InterfaceContainer ifs = addresses.Assign(devs);
+    addresses.NewNetwork();
+    return {devs, qd, ifs};
+}
+
+// Both directions' ports of a link a-b (the first link between two nodes is the one routes
+// and the output use) and the address of a host end: a host has exactly one link, the
+// address its flows connect to.
+void
+RecordLink(const std::string& a, const std::string& b, const InstalledLink& link,
+           const std::string& where, Network& net)
+{
+    uint32_t ia = net.nodes[a]->GetObject<Ipv4>()->GetInterfaceForDevice(link.devs.Get(0));
+    uint32_t ib = net.nodes[b]->GetObject<Ipv4>()->GetInterfaceForDevice(link.devs.Get(1));
+    if (!net.ports.count({a, b}))
     {
-        uint32_t ifIndex;
-        Ipv4Address far;
-        Ptr<QueueDisc> qdisc;
-    };
+        net.ports[{a, b}] = Port{ia, link.ifs.GetAddress(1), link.qd.Get(0)};
+        net.ports[{b, a}] = Port{ib, link.ifs.GetAddress(0), link.qd.Get(1)};
+        net.order.emplace_back(a, b);
+        net.order.emplace_back(b, a);
+    }
+    for (const auto& [node, addr] : {std::pair{a, link.ifs.GetAddress(0)},
+                                     std::pair{b, link.ifs.GetAddress(1)}})
+    {
+        if (net.isHost[node])
+        {
+            if (net.hostAddress.count(node))
+            {
+                Fail(where + ": host '" + node + "' has a second link");
+            }
+            net.hostAddress[node] = addr;
+        }
+    }
+}
 
-    std::map<std::pair<std::string, std::string>, Port> ports;
-    std::map<std::string, Ipv4Address> hostAddress;
-    std::vector<std::pair<std::string, std::string>> order;
+// Every link of the config, in its order (the addresses follow it): one /30 each.
+void
+ConnectLinks(const json& cfg, Network& net)
+{
     Ipv4AddressHelper addresses("10.0.0.0", "255.255.255.252");
     size_t li = 0;
     for (const auto& link : cfg.at("links"))
@@ -755,179 +874,186 @@ main(int argc, char** argv)
         auto b = Field<std::string>(link, "b", where);
         double gbps = Field<double>(link, "gbps", where);
         double delayUs = Field<double>(link, "delay_us", where);
-        if (!nodes.count(a) || !nodes.count(b))
+        if (!net.nodes.count(a) || !net.nodes.count(b))
         {
-            Fail(where + ": unknown node '" + (nodes.count(a) ? b : a) + "'");
+            Fail(where + ": unknown node '" + (net.nodes.count(a) ? b : a) + "'");
         }
         if (!(gbps > 0) || !(delayUs >= 0))
         {
             Fail(where + ": gbps must be > 0 and delay_us >= 0");
         }
-        PointToPointHelper p2p;
-        p2p.SetDeviceAttribute("DataRate", DataRateValue(DataRate(gbps * 1e9)));
-        p2p.SetChannelAttribute("Delay", TimeValue(MicroSeconds(1) * delayUs));
-        p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize", StringValue("1p"));
-        NetDeviceContainer devs = p2p.Install(nodes[a], nodes[b]);
-        TrafficControlHelper tch;
-        tch.SetRootQueueDisc("ns3::RedQueueDisc", "LinkBandwidth",
-                             DataRateValue(DataRate(gbps * 1e9)), "LinkDelay",
-                             TimeValue(MicroSeconds(1) * delayUs));
-        QueueDiscContainer qd = tch.Install(devs);
-        Ipv4InterfaceContainer ifs = addresses.Assign(devs);
-        addresses.NewNetwork();
-        uint32_t ia = nodes[a]->GetObject<Ipv4>()->GetInterfaceForDevice(devs.Get(0));
-        uint32_t ib = nodes[b]->GetObject<Ipv4>()->GetInterfaceForDevice(devs.Get(1));
-        if (!ports.count({a, b}))
+        InstalledLink installed =
+            InstallLink(net.nodes[a], net.nodes[b], gbps, delayUs, addresses);
+        RecordLink(a, b, installed, where, net);
+    }
+}
+
+// A host sends everything to the switch at the other end of its one link.
+void
+SetHostDefaultRoutes(Network& net)
+{
+    for (const auto& [host, addr] : net.hostAddress)
+    {
+        std::string sw;
+        for (const auto& [key, port] : net.ports)
         {
-            ports[{a, b}] = Port{ia, ifs.GetAddress(1), qd.Get(0)};
-            ports[{b, a}] = Port{ib, ifs.GetAddress(0), qd.Get(1)};
-            order.emplace_back(a, b);
-            order.emplace_back(b, a);
-        }
-        for (const auto& [node, addr] : {std::pair{a, ifs.GetAddress(0)},
-                                         std::pair{b, ifs.GetAddress(1)}})
-        {
-            if (isHost[node])
+            if (key.first == host)
             {
-                if (hostAddress.count(node))
-                {
-                    Fail(where + ": host '" + node + "' has a second link");
-                }
-                hostAddress[node] = addr;
+                sw = key.second;
             }
+        }
+        const Port& up = net.ports[{host, sw}];
+        RoutingOf(net.nodes[host])->SetDefaultRoute(up.far, up.ifIndex);
+    }
+}
+
+// Each switch forwards to each host on innet.routing's next hop (`next_hops`), so that the
+// links the plan believes jobs share are the links their packets cross.
+void
+AddSwitchRoutes(const json& cfg, Network& net)
+{
+    for (const auto& [sw, table] : cfg.at("next_hops").items())
+    {
+        if (!net.nodes.count(sw) || net.isHost[sw])
+        {
+            Fail("next_hops: '" + sw + "' is not a switch");
+        }
+        Ptr<HostRouting> routes = RoutingOf(net.nodes[sw]);
+        for (const auto& [dst, nb] : table.items())
+        {
+            auto neighbour = nb.get<std::string>();
+            if (!net.hostAddress.count(dst) || !net.ports.count({sw, neighbour}))
+            {
+                Fail("next_hops." + sw + "." + dst + ": no such host or no link to '" +
+                     neighbour + "'");
+            }
+            const Port& port = net.ports[{sw, neighbour}];
+            routes->AddHost(net.hostAddress[dst], port.far, port.ifIndex);
         }
     }
+}
 
-    if (routing == "static")
+// ---- jobs and their senders
+
+// One segment of an iteration: compute for `ms`, or send `bytes` on every flow at `gbps`.
+Segment
+ParseSegment(const json& sc, const std::string& where)
+{
+    Segment s{};
+    s.up = Field<bool>(sc, "up", where);
+    if (s.up)
     {
-        for (const auto& [host, addr] : hostAddress)
+        s.bytes = Field<uint64_t>(sc, "bytes", where);
+        s.bps = Field<double>(sc, "gbps", where) * 1e9;
+        if (!(s.bps > 0))
         {
-            std::string sw;
-            for (const auto& [key, port] : ports)
-            {
-                if (key.first == host)
-                {
-                    sw = key.second;
-                }
-            }
-            const Port& up = ports[{host, sw}];
-            RoutingOf(nodes[host])->SetDefaultRoute(up.far, up.ifIndex);
-        }
-        for (const auto& [sw, table] : cfg.at("next_hops").items())
-        {
-            if (!nodes.count(sw) || isHost[sw])
-            {
-                Fail("next_hops: '" + sw + "' is not a switch");
-            }
-            Ptr<HostRouting> routes = RoutingOf(nodes[sw]);
-            for (const auto& [dst, nb] : table.items())
-            {
-                auto neighbour = nb.get<std::string>();
-                if (!hostAddress.count(dst) || !ports.count({sw, neighbour}))
-                {
-                    Fail("next_hops." + sw + "." + dst + ": no such host or no link to '" +
-                         neighbour + "'");
-                }
-                const Port& port = ports[{sw, neighbour}];
-                routes->AddHost(hostAddress[dst], port.far, port.ifIndex);
-            }
+            Fail(where + ": gbps must be > 0");
         }
     }
     else
     {
-        Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+        s.ms = Field<double>(sc, "ms", where);
     }
+    return s;
+}
 
-    // jobs and their flows
+// A job's own fields (not its flows, which need the network): what it trains, when it may
+// start (version 1: its shift; version 2: its ready time and shifts), and its agent.
+std::unique_ptr<Job>
+ParseJob(const json& jc, const std::string& where)
+{
+    auto job = std::make_unique<Job>();
+    job->name = Field<std::string>(jc, "name", where);
+    job->iterationMs = Field<double>(jc, "iteration_ms", where);
+    job->iterations = Field<uint32_t>(jc, "iterations", where);
+    if (!(job->iterationMs > 0) || job->iterations < 1)
+    {
+        Fail(where + ": iteration_ms must be > 0 and iterations >= 1");
+    }
+    if (jc.contains("min_iteration_ms"))
+    {
+        job->minIterationMs = Field<double>(jc, "min_iteration_ms", where);
+        if (!(job->minIterationMs >= 0))
+        {
+            Fail(where + ": min_iteration_ms must be >= 0");
+        }
+    }
+    if (g_version >= 2)
+    {
+        job->readyMs = Field<double>(jc, "ready_ms", where);
+        for (const auto& e : jc.at("shifts"))
+        {
+            job->shifts.emplace_back(e.at(0).get<double>(), e.at(1).get<double>());
+        }
+    }
+    else
+    {
+        job->shiftMs = Field<double>(jc, "shift_ms", where);
+    }
+    for (const auto& sc : jc.at("segments"))
+    {
+        job->segments.push_back(ParseSegment(sc, where + ".segments"));
+    }
+    if (job->segments.empty())
+    {
+        Fail(where + ".segments: empty");
+    }
+    if (jc.contains("realign") && !jc.at("realign").is_null())
+    {
+        const json& r = jc.at("realign");
+        job->realign = true;
+        job->realignPct = Field<double>(r, "pct", where + ".realign");
+        job->budgetPct = Field<double>(r, "budget_pct", where + ".realign");
+        job->gridMs = Field<double>(r, "grid_ms", where + ".realign");
+    }
+    return job;
+}
+
+// One ring hop: a sink listening on dst and a sender socket on src. The connection opens at
+// time 0 and stays open for the whole run, as a collective library keeps its rings; the
+// sender only writes when a phase gives it bytes (Tick).
+void
+OpenFlow(Job* job, const std::string& src, const std::string& dst, uint16_t port,
+         Network& net)
+{
+    auto flow = std::make_unique<Flow>();
+    flow->job = job;
+    auto sink = std::make_unique<Sink>();
+    sink->flow = flow.get();
+    sink->listener = Socket::CreateSocket(net.nodes[dst], TcpSocketFactory::GetTypeId());
+    sink->listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
+    sink->listener->Listen();
+    sink->listener->SetAcceptCallback(MakeCallback(&SinkRequest),
+                                      MakeBoundCallback(&SinkAccept, sink.get()));
+    flow->tx = Socket::CreateSocket(net.nodes[src], TcpSocketFactory::GetTypeId());
+    flow->tx->Bind();
+    // at time 0, once the queue discs are initialised (not before Run)
+    Simulator::Schedule(Seconds(0), &Connect, flow->tx,
+                        InetSocketAddress(net.hostAddress[dst], port));
+    g_sinks.push_back(std::move(sink));
+    job->flows.push_back(std::move(flow));
+}
+
+// Every job with its flows, in the config's order; a version-1 job starts its first
+// iteration at its shift (modulo its iteration) after the connections' epoch.
+void
+CreateJobs(const json& cfg, Network& net)
+{
     uint16_t nextPort = 10000;
     size_t ji = 0;
     for (const auto& jc : cfg.at("jobs"))
     {
         std::string where = "jobs[" + std::to_string(ji++) + "]";
-        auto job = std::make_unique<Job>();
-        job->name = Field<std::string>(jc, "name", where);
-        job->iterationMs = Field<double>(jc, "iteration_ms", where);
-        job->iterations = Field<uint32_t>(jc, "iterations", where);
-        if (!(job->iterationMs > 0) || job->iterations < 1)
-        {
-            Fail(where + ": iteration_ms must be > 0 and iterations >= 1");
-        }
-        if (jc.contains("min_iteration_ms"))
-        {
-            job->minIterationMs = Field<double>(jc, "min_iteration_ms", where);
-            if (!(job->minIterationMs >= 0))
-            {
-                Fail(where + ": min_iteration_ms must be >= 0");
-            }
-        }
-        if (g_version >= 2)
-        {
-            job->readyMs = Field<double>(jc, "ready_ms", where);
-            for (const auto& e : jc.at("shifts"))
-            {
-                job->shifts.emplace_back(e.at(0).get<double>(), e.at(1).get<double>());
-            }
-        }
-        else
-        {
-            job->shiftMs = Field<double>(jc, "shift_ms", where);
-        }
-        for (const auto& sc : jc.at("segments"))
-        {
-            Segment s{};
-            s.up = Field<bool>(sc, "up", where + ".segments");
-            if (s.up)
-            {
-                s.bytes = Field<uint64_t>(sc, "bytes", where + ".segments");
-                s.bps = Field<double>(sc, "gbps", where + ".segments") * 1e9;
-                if (!(s.bps > 0))
-                {
-                    Fail(where + ".segments: gbps must be > 0");
-                }
-            }
-            else
-            {
-                s.ms = Field<double>(sc, "ms", where + ".segments");
-            }
-            job->segments.push_back(s);
-        }
-        if (job->segments.empty())
-        {
-            Fail(where + ".segments: empty");
-        }
-        if (jc.contains("realign") && !jc.at("realign").is_null())
-        {
-            const json& r = jc.at("realign");
-            job->realign = true;
-            job->realignPct = Field<double>(r, "pct", where + ".realign");
-            job->budgetPct = Field<double>(r, "budget_pct", where + ".realign");
-            job->gridMs = Field<double>(r, "grid_ms", where + ".realign");
-        }
+        std::unique_ptr<Job> job = ParseJob(jc, where);
         for (const auto& fc : jc.at("flows"))
         {
             auto src = fc.at(0).get<std::string>();
             auto dst = fc.at(1).get<std::string>();
-            if (!hostAddress.count(src) || !hostAddress.count(dst))
+            if (!net.hostAddress.count(src) || !net.hostAddress.count(dst))
             {
                 Fail(where + ".flows: unknown host in " + src + "->" + dst);
             }
-            auto flow = std::make_unique<Flow>();
-            flow->job = job.get();
-            uint16_t port = nextPort++;
-            auto sink = std::make_unique<Sink>();
-            sink->flow = flow.get();
-            sink->listener = Socket::CreateSocket(nodes[dst], TcpSocketFactory::GetTypeId());
-            sink->listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), port));
-            sink->listener->Listen();
-            sink->listener->SetAcceptCallback(MakeCallback(&SinkRequest),
-                                              MakeBoundCallback(&SinkAccept, sink.get()));
-            flow->tx = Socket::CreateSocket(nodes[src], TcpSocketFactory::GetTypeId());
-            flow->tx->Bind();
-            // at time 0, once the queue discs are initialised (not before Run)
-            Simulator::Schedule(Seconds(0), &Connect, flow->tx,
-                                InetSocketAddress(hostAddress[dst], port));
-            g_sinks.push_back(std::move(sink));
-            job->flows.push_back(std::move(flow));
+            OpenFlow(job.get(), src, dst, nextPort++, net);
         }
         if (job->realign && !(job->gridMs > 0))
         {
@@ -941,74 +1067,80 @@ main(int argc, char** argv)
         }
         g_jobs.push_back(std::move(job));
     }
-    if (g_version >= 2)  // who waits for whom: after all jobs are known
-    {
-        std::map<std::string, Job*> byName;
-        for (const auto& j : g_jobs)
-        {
-            byName[j->name] = j.get();
-        }
-        size_t i = 0;
-        for (const auto& jc : cfg.at("jobs"))
-        {
-            Job* job = g_jobs[i++].get();
-            for (const auto& a : jc.at("after"))
-            {
-                auto name = a.get<std::string>();
-                if (!byName.count(name) || byName[name] == job)
-                {
-                    Fail("jobs[" + std::to_string(i - 1) + "].after: no other job '" + name +
-                         "'");
-                }
-                byName[name]->dependents.push_back(job);
-                ++job->waitingOn;
-            }
-        }
-        for (const auto& j : g_jobs)
-        {
-            if (j->waitingOn == 0)
-            {
-                Simulator::Schedule(MilliSeconds(1) * (g_epochMs + j->readyMs), &TryStart,
-                                    j.get());
-            }
-        }
-    }
+}
 
-    Simulator::Stop(MilliSeconds(1) * (g_epochMs + stopMs));
-    Simulator::Run();
-    bool complete = AllMeasured();
-    double endMs = NowMs();
-
-    json out;
-    out["version"] = g_version;
-    out["complete"] = complete;
-    out["duration_ms"] = endMs;
-    out["jobs"] = json::array();
+// Version 2: who waits for whom (`after`: the jobs that held its GPUs), which needs every job
+// to exist first; the jobs that wait for no one are offered a start at their ready time.
+void
+LinkTraceJobs(const json& cfg)
+{
+    std::map<std::string, Job*> byName;
     for (const auto& j : g_jobs)
     {
-        uint64_t bytes = 0;
-        for (const auto& f : j->flows)
-        {
-            bytes += f->received;
-        }
-        std::vector<double> times(j->times.begin(),
-                                  j->times.begin() +
-                                      std::min<size_t>(j->times.size(), j->iterations));
-        json entry = {{"name", j->name},
-                      {"iterations_ms", times},
-                      {"realignments", j->realigned},
-                      {"bytes", bytes}};
-        if (g_version >= 2)
-        {
-            entry["start_ms"] = j->startedMs;
-            entry["finish_ms"] = j->finishMs;
-        }
-        out["jobs"].push_back(entry);
+        byName[j->name] = j.get();
     }
-    out["queues"] = json::array();
-    for (const auto& key : order)
+    size_t i = 0;
+    for (const auto& jc : cfg.at("jobs"))
     {
-        const Port& p = ports[key];
+        Job* job = g_jobs[i++].get();
+        for (const auto& a : jc.at("after"))
+        {
+            auto name = a.get<std::string>();
+            if (!byName.count(name) || byName[name] == job)
+            {
+                Fail("jobs[" + std::to_string(i - 1) + "].after: no other job '" + name +
+                     "'");
+            }
+            byName[name]->dependents.push_back(job);
+            ++job->waitingOn;
+        }
+    }
+    for (const auto& j : g_jobs)
+    {
+        if (j->waitingOn == 0)
+        {
+            Simulator::Schedule(MilliSeconds(1) * (g_epochMs + j->readyMs), &TryStart,
+                                j.get());
+        }
+    }
+}
+
+// ---- output
+
+// A job's measured iterations (never more than it was asked for: the last may end as the run
+// stops) and the bytes its flows delivered; a trace's job also its start and finish.
+json
+JobReport(const Job& j)
+{
+    uint64_t bytes = 0;
+    for (const auto& f : j.flows)
+    {
+        bytes += f->received;
+    }
+    std::vector<double> times(j.times.begin(),
+                              j.times.begin() + std::min<size_t>(j.times.size(), j.iterations));
+    json entry = {{"name", j.name},
+                  {"iterations_ms", times},
+                  {"realignments", j.realigned},
+                  {"bytes", bytes}};
+    if (g_version >= 2)
+    {
+        entry["start_ms"] = j.startedMs;
+        entry["finish_ms"] = j.finishMs;
+    }
+    return entry;
+}
+
+// Every egress queue that saw traffic, with its ECN marks (RED's unforced marks above K and
+// forced ones at the buffer's end) and drops: innet charges a switch queue's marks to the
+// jobs crossing it. Read before Simulator::Destroy, which disposes of the queue discs.
+json
+QueueReports(Network& net)
+{
+    json queues = json::array();
+    for (const auto& key : net.order)
+    {
+        const Port& p = net.ports[key];
         const QueueDisc::Stats& st = p.qdisc->GetStats();
         uint64_t marks = st.GetNMarkedPackets(RedQueueDisc::UNFORCED_MARK) +
                          st.GetNMarkedPackets(RedQueueDisc::FORCED_MARK);
@@ -1016,21 +1148,90 @@ main(int argc, char** argv)
         {
             continue;
         }
-        out["queues"].push_back({{"from", key.first},
-                                 {"to", key.second},
-                                 {"switch", !isHost[key.first]},
-                                 {"marks", marks},
-                                 {"drops", st.nTotalDroppedPackets},
-                                 {"packets", st.nTotalSentPackets}});
+        queues.push_back({{"from", key.first},
+                          {"to", key.second},
+                          {"switch", !net.isHost[key.first]},
+                          {"marks", marks},
+                          {"drops", st.nTotalDroppedPackets},
+                          {"packets", st.nTotalSentPackets}});
     }
-    out["wall_s"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    Simulator::Destroy();
-    std::ofstream o(argv[2]);
+    return queues;
+}
+
+// The result innet reads: whether every job got its iterations (or, in a trace, left) before
+// stop_ms, when the run ended, the jobs and the queues.
+json
+Report(Network& net)
+{
+    bool complete = AllMeasured();
+    double endMs = NowMs();
+    json out;
+    out["version"] = g_version;
+    out["complete"] = complete;
+    out["duration_ms"] = endMs;
+    out["jobs"] = json::array();
+    for (const auto& j : g_jobs)
+    {
+        out["jobs"].push_back(JobReport(*j));
+    }
+    out["queues"] = QueueReports(net);
+    return out;
+}
+
+// One line of JSON; a result that cannot be written is an error, not a silent empty file.
+void
+WriteResult(const std::string& path, const json& out)
+{
+    std::ofstream o(path);
     o << out.dump() << std::endl;
     if (!o)
     {
-        Fail(std::string(argv[2]) + ": cannot write");
+        Fail(path + ": cannot write");
     }
+}
+
+} // namespace
+
+int
+main(int argc, char** argv)
+{
+    if (argc != 3)
+    {
+        std::cerr << "usage: cassini-sim CONFIG.json RESULT.json" << std::endl;
+        return 2;
+    }
+    auto wall0 = std::chrono::steady_clock::now();
+    const json cfg = ReadConfig(argv[1]);
+    const RunSettings run = ParseSettings(cfg);
+    SetTcpDefaults(cfg);
+    SetQueueDefaults(run);
+    SetExtraDefaults(cfg, run);
+
+    Network net;
+    CreateNodes(cfg, run, net);
+    ConnectLinks(cfg, net);
+    if (run.routing == "static")
+    {
+        SetHostDefaultRoutes(net);
+        AddSwitchRoutes(cfg, net);
+    }
+    else
+    {
+        Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+    }
+
+    CreateJobs(cfg, net);
+    if (g_version >= 2)
+    {
+        LinkTraceJobs(cfg);
+    }
+
+    Simulator::Stop(MilliSeconds(1) * (g_epochMs + run.stopMs));
+    Simulator::Run();
+    json out = Report(net);
+    out["wall_s"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    Simulator::Destroy();
+    WriteResult(argv[2], out);
     return 0;
 }
