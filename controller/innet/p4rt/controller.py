@@ -375,6 +375,8 @@ class _Worker:
             arb = client.poll_arbitration()
 
     def _stream_lost(self, client: SwitchClient) -> None:
+        """The switch died, restarted or the network broke: the session is over, and `run`
+        reconnects."""
         event(self.name, f"stream lost ({client.stream_end()}); reconnecting")
         self.ctl._update(self.name, state=DOWN, error=client.stream_end())
 
@@ -429,6 +431,8 @@ class _Worker:
             self._retry_later(session, str(exc))
 
     def _demoted(self, client: SwitchClient, exc: SwitchError) -> None:
+        """A write refused for want of mastership: another controller is primary, whether or
+        not its arbitration message has reached us yet, so stand by until one says we are."""
         client.primary = False
         event(self.name, "the switch refused a write (PERMISSION_DENIED): another "
                          "controller is primary; not writing")
