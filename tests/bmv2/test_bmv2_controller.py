@@ -188,7 +188,7 @@ def _delete_one_route(trio: Trio, name: str) -> None:
     run_cli(trio.address(name), [f"table_delete {table} {int(handle, 16)}"])
 
 
-def test_an_entry_deleted_behind_its_back_is_restored_within_an_interval(trio: Trio) -> None:
+def test_an_entry_deleted_behind_its_back_is_restored(trio: Trio) -> None:
     want = trio.intent()
     ctl = trio.controller("--workload", str(trio.workload_path), log="drift.log")
     assert eventually(lambda: all(trio.held(n) == want[n] for n in NAMES), SLOW)
@@ -203,7 +203,8 @@ def test_an_entry_deleted_behind_its_back_is_restored_within_an_interval(trio: T
     time.sleep(0.3)
     _delete_one_route(trio, "s3")
     assert trio.held("s3") != want["s3"]
-    # a periodic pass (one every interval) reads, compares and re-inserts it
+    # the next periodic pass sees it missing; restored at all is the check here (SLOW
+    # allows for a busy machine), not within how many intervals
     assert eventually(lambda: trio.held("s3") == want["s3"], SLOW), trio.log("drift.log")
     assert stop(ctl, signal.SIGINT) == 0  # Ctrl-C: a clean exit too
     text = trio.log("drift.log")

@@ -271,36 +271,49 @@ def _summary(d: SwitchDeploy, describe: Describe, limit: int = 3) -> str:
     return out
 
 
+@dataclass
+class _Session:
+    """What one session remembers between passes: the flags its transitions hand on."""
+
+    client: SwitchClient
+    fresh: bool = True        # new session (or primary again): push the set-up, say so once
+    reload: bool = False      # the next pass loads the program even if the cookie is ours
+    reloaded: bool = False    # a forced load was tried since the last good pass
+    next_pass: float = 0.0    # monotonic time of the next periodic pass
+    last_error: str | None = None  # the last failure reported, so a repeat is not logged
+
+
 class _Worker:
-    """The state machine of one switch (runs in its own thread)."""
+    """The state machine of one switch (runs in its own thread), one method per transition:
+
+    `run` connects, or `_back_off`s and retries; `_serve` watches one session until its
+    stream ends (`_stream_lost`). On connecting (`_connected`) and on every arbitration message
+    (`_arbitration`) it becomes primary or stands by (`_standby`). As primary, when a pass is
+    `_due`, it reconciles (`_reconcile`), which ends in `_reconciled`, `_refused` (the switch
+    refused a write: retry, or reload the program) or `_failed` (retry later, or
+    `_demoted` when another controller took the switch).
+    """
 
     def __init__(self, ctl: Controller, address: SwitchAddress) -> None:
         self.ctl = ctl
         self.address = address
         self.name = address.name
         self.loaded_once = False
+        self.backoff = BACKOFF_MIN
+        self.down_reason: str | None = None
 
     def run(self) -> None:
         ctl = self.ctl
-        backoff = BACKOFF_MIN
-        down_reason: str | None = None
         try:
             while not ctl.stopping:
                 try:
                     client = SwitchClient(self.address, ctl.pipeline.schema,
                                           election_id=ctl.election_id, allow_backup=True)
                 except SwitchError as exc:
-                    reason = str(exc).removeprefix(f"{self.address}: ")
-                    if reason != down_reason:
-                        event(self.name, f"no session ({reason}); retrying every "
-                                         f"{BACKOFF_MIN:g}..{ctl.backoff_max:g} s")
-                        down_reason = reason
-                    ctl._update(self.name, state=DOWN, error=reason)
-                    ctl._stop.wait(backoff)
-                    backoff = min(backoff * 2, ctl.backoff_max)
+                    self._back_off(exc)
                     continue
-                backoff = BACKOFF_MIN
-                down_reason = None
+                self.backoff = BACKOFF_MIN
+                self.down_reason = None
                 ctl._session(self.name, client)
                 try:
                     self._serve(client)
@@ -314,100 +327,160 @@ class _Worker:
         finally:
             ctl._update(self.name, state=STOPPED)
 
+    def _back_off(self, exc: SwitchError) -> None:
+        """No session: say so once per reason, wait, and double the wait up to the cap."""
+        ctl = self.ctl
+        reason = str(exc).removeprefix(f"{self.address}: ")
+        if reason != self.down_reason:
+            event(self.name, f"no session ({reason}); retrying every "
+                             f"{BACKOFF_MIN:g}..{ctl.backoff_max:g} s")
+            self.down_reason = reason
+        ctl._update(self.name, state=DOWN, error=reason)
+        ctl._stop.wait(self.backoff)
+        self.backoff = min(self.backoff * 2, ctl.backoff_max)
+
     def _serve(self, client: SwitchClient) -> None:
         """One session: reconcile while primary, stand by otherwise, until the stream ends."""
-        ctl = self.ctl
+        session = self._connected(client)
+        while not self.ctl.stopping:
+            self._arbitration(session)
+            if not client.stream_alive():
+                self._stream_lost(client)
+                return
+            if not client.primary:
+                continue
+            due = self._due(session)
+            if due is not None:
+                self._reconcile(session, *due)
+
+    def _connected(self, client: SwitchClient) -> _Session:
+        """A new session: primary or standby as the switch's first arbitration says."""
         role = "primary" if client.primary else "standby"
         event(self.name, f"connected to {client.address.grpc} as {role} (election id "
                          f"{format_election(client.election_id)})")
         if client.primary:
-            ctl._update(self.name, state=PRIMARY, primary_election_id=client.election_id)
+            self.ctl._update(self.name, state=PRIMARY, primary_election_id=client.election_id)
         else:
             self._standby(client, client.arbitration)
-        fresh = True  # a new session: push the queue settings whatever the pipeline says
-        reload = False  # the next pass loads the program even if the cookie is ours
-        reloaded = False  # a forced load was tried since the last good pass
-        next_pass = 0.0
-        last_error: str | None = None
-        while not ctl.stopping:
-            arb = client.poll_arbitration(TICK)
-            while arb is not None:
-                if self._role_change(client, arb):
-                    fresh, next_pass = True, 0.0
-                arb = client.poll_arbitration()
-            if not client.stream_alive():
-                event(self.name, f"stream lost ({client.stream_end()}); reconnecting")
-                ctl._update(self.name, state=DOWN, error=client.stream_end())
-                return
-            if not client.primary:
-                continue
-            gen, target = ctl.target(self.name)
-            if time.monotonic() < next_pass and ctl.views()[self.name].synced >= gen:
-                continue
-            try:
-                result = deploy_switch(client, ctl.pipeline, target.entries,
-                                       replication=target.replication, setup=target.setup,
-                                       sideband=ctl.sideband, always_setup=fresh,
-                                       reload=reload)
-            except WriteError as exc:
-                desync = any(code in DESYNC for _, code, _ in exc.errors)
-                if reload or reloaded or not desync:
-                    # a refusal a program load cannot cure (or did not): retry next interval,
-                    # never reload in a loop
-                    if str(exc) != last_error:
-                        event(self.name, f"reconcile failed: {exc}")
-                        last_error = str(exc)
-                    ctl._update(self.name, error=str(exc))
-                    reloaded = reloaded or reload
-                    reload, next_pass = False, time.monotonic() + ctl.interval
-                else:
-                    # the diff came from a fresh read, yet the switch refuses it: its P4Runtime
-                    # server disagrees with its tables. Only a program load resets both.
-                    event(self.name, f"the switch refused the repair ({exc.errors[0][1]}: "
-                                     f"{exc.errors[0][2]}); its P4Runtime state disagrees "
-                                     "with its tables (changed outside P4Runtime?): "
-                                     "reloading the program and every entry")
-                    reload = True
-                continue
-            except (SwitchError, InputError) as exc:  # or an intent the program cannot hold
-                if isinstance(exc, SwitchError) and exc.code == "PERMISSION_DENIED":
-                    client.primary = False
-                    event(self.name, "the switch refused a write (PERMISSION_DENIED): another "
-                                     "controller is primary; not writing")
-                    ctl._update(self.name, state=STANDBY, error=str(exc))
-                    continue
-                if not client.stream_alive():
-                    continue  # reported at the top of the loop
-                if str(exc) != last_error:
-                    event(self.name, f"reconcile failed: {exc}")
-                    last_error = str(exc)
-                ctl._update(self.name, error=str(exc))
-                next_pass = time.monotonic() + ctl.interval
-                continue
-            last_error = None
-            forced, reload, reloaded = reload, False, False
-            if result.pipeline:
-                again = (" again (forced)" if forced else
-                         " again: the switch came back without it" if self.loaded_once else "")
-                event(self.name, f"program loaded{again}; cookie {ctl.pipeline.cookie:#x}; "
-                                 f"{_summary(result, ctl.pipeline.schema.describe)} entries"
-                                 + (", set-up sent" if result.setup_sent else ""))
-            elif result.writes:
-                event(self.name, f"repaired {_summary(result, ctl.pipeline.schema.describe)}")
-            elif result.setup_sent:
-                event(self.name, "in the intended state; set-up sent")
-            elif fresh:
-                event(self.name, "in the intended state")
-            view = ctl.views()[self.name]
-            restores = view.restores
-            if result.pipeline and self.loaded_once and not forced:
-                restores += 1
-            self.loaded_once = self.loaded_once or result.pipeline or fresh
-            fresh = False
-            applied = result if view.synced < gen else view.applied
-            ctl._update(self.name, state=PRIMARY, synced=gen, applied=applied, last=result,
-                        error=None, restores=restores, primary_election_id=client.election_id)
-            next_pass = time.monotonic() + ctl.interval
+        return _Session(client)
+
+    def _arbitration(self, session: _Session) -> None:
+        """Wait a tick for arbitration messages and act on each; becoming primary makes the
+        next pass run at once, as on a new session."""
+        client = session.client
+        arb = client.poll_arbitration(TICK)
+        while arb is not None:
+            if self._role_change(client, arb):
+                session.fresh, session.next_pass = True, 0.0
+            arb = client.poll_arbitration()
+
+    def _stream_lost(self, client: SwitchClient) -> None:
+        """The switch died, restarted or the network broke: the session is over, and `run`
+        reconnects."""
+        event(self.name, f"stream lost ({client.stream_end()}); reconnecting")
+        self.ctl._update(self.name, state=DOWN, error=client.stream_end())
+
+    def _due(self, session: _Session) -> tuple[int, SwitchTarget] | None:
+        """The intent to reconcile now: the interval is up or the intent is newer than the
+        one the switch holds; None otherwise."""
+        gen, target = self.ctl.target(self.name)
+        if time.monotonic() < session.next_pass and self.ctl.views()[self.name].synced >= gen:
+            return None
+        return gen, target
+
+    def _reconcile(self, session: _Session, gen: int, target: SwitchTarget) -> None:
+        """One pass of the one-shot deploy on this session, and the transition its outcome
+        calls for."""
+        ctl = self.ctl
+        try:
+            result = deploy_switch(session.client, ctl.pipeline, target.entries,
+                                   replication=target.replication, setup=target.setup,
+                                   sideband=ctl.sideband, always_setup=session.fresh,
+                                   reload=session.reload)
+        except WriteError as exc:
+            self._refused(session, exc)
+        except (SwitchError, InputError) as exc:  # or an intent the program cannot hold
+            self._failed(session, exc)
+        else:
+            self._reconciled(session, gen, result)
+
+    def _refused(self, session: _Session, exc: WriteError) -> None:
+        """The switch refused a write. Refusals that only a P4Runtime server out of step with
+        its own tables gives are cured by one program load; any other (or one a load did not
+        cure) waits for the next interval, so the program is never reloaded in a loop."""
+        desync = any(code in DESYNC for _, code, _ in exc.errors)
+        if session.reload or session.reloaded or not desync:
+            session.reloaded = session.reloaded or session.reload
+            session.reload = False
+            self._retry_later(session, str(exc))
+            return
+        # the diff came from a fresh read, yet the switch refuses it: its P4Runtime server
+        # disagrees with its tables. Only a program load resets both.
+        event(self.name, f"the switch refused the repair ({exc.errors[0][1]}: "
+                         f"{exc.errors[0][2]}); its P4Runtime state disagrees "
+                         "with its tables (changed outside P4Runtime?): "
+                         "reloading the program and every entry")
+        session.reload = True
+
+    def _failed(self, session: _Session, exc: SwitchError | InputError) -> None:
+        """The pass failed short of a refused write: another controller took the switch, the
+        stream ended (the session loop reports it), or retry at the next interval."""
+        if isinstance(exc, SwitchError) and exc.code == "PERMISSION_DENIED":
+            self._demoted(session.client, exc)
+        elif session.client.stream_alive():
+            self._retry_later(session, str(exc))
+
+    def _demoted(self, client: SwitchClient, exc: SwitchError) -> None:
+        """A write refused for want of mastership: another controller is primary, whether or
+        not its arbitration message has reached us yet, so stand by until one says we are."""
+        client.primary = False
+        event(self.name, "the switch refused a write (PERMISSION_DENIED): another "
+                         "controller is primary; not writing")
+        self.ctl._update(self.name, state=STANDBY, error=str(exc))
+
+    def _retry_later(self, session: _Session, error: str) -> None:
+        """Keep the error on the view, log it once, and try again after an interval."""
+        if error != session.last_error:
+            event(self.name, f"reconcile failed: {error}")
+            session.last_error = error
+        self.ctl._update(self.name, error=error)
+        session.next_pass = time.monotonic() + self.ctl.interval
+
+    def _reconciled(self, session: _Session, gen: int, result: SwitchDeploy) -> None:
+        """The switch holds intent `gen`: say what it took, count a restore when it came back
+        blank (a load that was neither the first nor forced), and schedule the next pass."""
+        ctl = self.ctl
+        session.last_error = None
+        forced, session.reload, session.reloaded = session.reload, False, False
+        self._announce(result, forced=forced, fresh=session.fresh)
+        view = ctl.views()[self.name]
+        restores = view.restores
+        if result.pipeline and self.loaded_once and not forced:
+            restores += 1
+        self.loaded_once = self.loaded_once or result.pipeline or session.fresh
+        session.fresh = False
+        applied = result if view.synced < gen else view.applied
+        ctl._update(self.name, state=PRIMARY, synced=gen, applied=applied, last=result,
+                    error=None, restores=restores,
+                    primary_election_id=session.client.election_id)
+        session.next_pass = time.monotonic() + ctl.interval
+
+    def _announce(self, result: SwitchDeploy, *, forced: bool, fresh: bool) -> None:
+        """One event line for a good pass; a periodic pass that changed nothing says
+        nothing."""
+        ctl = self.ctl
+        if result.pipeline:
+            again = (" again (forced)" if forced else
+                     " again: the switch came back without it" if self.loaded_once else "")
+            event(self.name, f"program loaded{again}; cookie {ctl.pipeline.cookie:#x}; "
+                             f"{_summary(result, ctl.pipeline.schema.describe)} entries"
+                             + (", set-up sent" if result.setup_sent else ""))
+        elif result.writes:
+            event(self.name, f"repaired {_summary(result, ctl.pipeline.schema.describe)}")
+        elif result.setup_sent:
+            event(self.name, "in the intended state; set-up sent")
+        elif fresh:
+            event(self.name, "in the intended state")
 
     def _standby(self, client: SwitchClient, arb: Arbitration | None) -> None:
         who = arb.primary_election_id if arb is not None else None

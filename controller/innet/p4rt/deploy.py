@@ -183,18 +183,7 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
     pre = diff_replication(current_pre, replication) if owns_pre else ReplicationDiff()
     sent = False
     if not dry_run:
-        if pre.insert:
-            client.write_replication("insert", pre.insert)
-        if pre.modify:
-            client.write_replication("modify", pre.modify)
-        if d.delete:
-            client.write("delete", d.delete)
-        if d.modify:
-            client.write("modify", [new for _, new in d.modify])
-        if d.insert:
-            client.write("insert", d.insert)
-        if pre.delete:
-            client.write_replication("delete", pre.delete)
+        _write_difference(client, d, pre)
         if setup and (always_setup or load):
             if sideband is None:
                 raise SwitchError(f"{client.address}: {len(setup)} set-up commands to send but "
@@ -205,13 +194,38 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
         [*d.delete, *(old for old, _ in d.modify if old)])
     note = None
     if slots and not dry_run:
-        if sideband is None or client.address.thrift_port is None:
-            note = f"slots {slots[0]}..{slots[-1]} not cleaned: no side channel to the switch"
-        else:
-            sideband(client.address, pipeline.managed.clean_commands(pipeline.device_config,
-                                                                     slots))
+        note = _clean_slots(client, pipeline, slots, sideband)
     return SwitchDeploy(client.name, client.address.grpc, load, d, time.perf_counter() - t0,
                         slots if note is None else (), note, pre, sent)
+
+
+def _write_difference(client: SwitchClient, d: Diff, pre: ReplicationDiff) -> None:
+    """Write a switch's difference one kind per batch (P4Runtime applies a batch's updates
+    in no fixed order): new groups and sessions before the entries that may name them,
+    deletes before modifies and inserts (they free table space), unwanted groups and
+    sessions last, once no entry names them."""
+    if pre.insert:
+        client.write_replication("insert", pre.insert)
+    if pre.modify:
+        client.write_replication("modify", pre.modify)
+    if d.delete:
+        client.write("delete", d.delete)
+    if d.modify:
+        client.write("modify", [new for _, new in d.modify])
+    if d.insert:
+        client.write("insert", d.insert)
+    if pre.delete:
+        client.write_replication("delete", pre.delete)
+
+
+def _clean_slots(client: SwitchClient, pipeline: Pipeline, slots: Sequence[int],
+                 sideband: Sideband | None) -> str | None:
+    """Zero the register slots that deleted or changed entries leave stale. Registers are
+    written through the side channel, not P4Runtime: without one, the note that says so."""
+    if sideband is None or client.address.thrift_port is None:
+        return f"slots {slots[0]}..{slots[-1]} not cleaned: no side channel to the switch"
+    sideband(client.address, pipeline.managed.clean_commands(pipeline.device_config, slots))
+    return None
 
 
 T = TypeVar("T")

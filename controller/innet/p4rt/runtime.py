@@ -151,6 +151,23 @@ def _match(info: MatchFieldInfo, raw: Any, name: str) -> Match | None:
 
 
 def _entry(schema: Schema, item: Any, where: str, source: str | None) -> Entry:
+    """One checked entry, as the switch will report it (`normalise`), so that it compares
+    equal to what is read back. A mistake is one line naming the entry and the field."""
+    table, action, default = _table_and_action(schema, item, where, source)
+    match = _entry_match(table, item, default, where, source)
+    priority = _entry_priority(table, item, default, where, source)
+    params = _entry_params(action, item, where, source)
+    entry = Entry(table.name, match, action.name, params, default, priority)
+    try:
+        return normalise(schema, entry)
+    except EncodeError as exc:  # a check above should have said it: keep the one line
+        raise _fail(source, where, str(exc)) from None
+
+
+def _table_and_action(schema: Schema, item: Any, where: str,
+                      source: str | None) -> tuple[TableInfo, ActionInfo, bool]:
+    """The entry's table and action, and whether it sets the default: P4Info's rules on
+    which action may go where (@tableonly, @defaultonly, a const default) checked here."""
     if not isinstance(item, dict):
         raise _fail(source, where, "expected an object {table, match, action_name, "
                                    "action_params}")
@@ -187,6 +204,12 @@ def _entry(schema: Schema, item: Any, where: str, source: str | None) -> Entry:
     if default and table.const_default_action_id:
         raise _fail(source, f"{where}.default_action", f"table {table.alias}'s default action "
                                                        "is const in the program")
+    return table, action, default
+
+
+def _entry_match(table: TableInfo, item: Any, default: bool, where: str,
+                 source: str | None) -> tuple[Match, ...]:
+    """The entry's match, wildcards left out as P4Runtime wants them."""
     raw_match = item.get("match", {})
     if not isinstance(raw_match, dict):
         raise _fail(source, f"{where}.match", f"expected an object {{field: value}}, got "
@@ -218,6 +241,13 @@ def _entry(schema: Schema, item: Any, where: str, source: str | None) -> Entry:
     if missing and not default:
         raise _fail(source, f"{where}.match", f"exact field {missing[0]} of {table.alias} "
                                               "is missing")
+    return tuple(match)
+
+
+def _entry_priority(table: TableInfo, item: Any, default: bool, where: str,
+                    source: str | None) -> int:
+    """The entry's priority: required exactly when the table has ternary, range or optional
+    fields, because P4Runtime refuses it otherwise."""
     priority = item.get("priority", 0)
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority < 2**31:
         raise _fail(source, f"{where}.priority", f"expected an integer in 1..2^31-1, got "
@@ -231,6 +261,13 @@ def _entry(schema: Schema, item: Any, where: str, source: str | None) -> Entry:
     if not default and not table.prioritised and priority:
         raise _fail(source, f"{where}.priority", f"table {table.alias} has no ternary, range "
                                                  "or optional field: it takes no priority")
+    return priority
+
+
+def _entry_params(action: ActionInfo, item: Any, where: str,
+                  source: str | None) -> tuple[tuple[str, int], ...]:
+    """The action's parameters in the program's order, each one given and fitting its
+    width."""
     raw_params = item.get("action_params", {})
     if not isinstance(raw_params, dict):
         raise _fail(source, f"{where}.action_params", f"expected an object {{name: value}}, "
@@ -250,11 +287,7 @@ def _entry(schema: Schema, item: Any, where: str, source: str | None) -> Entry:
             params.append((p.name, parse_value(raw_params[p.name], p.bitwidth)))
         except ValueError as exc:
             raise _fail(source, f"{where}.action_params[{p.name!r}]", str(exc)) from None
-    entry = Entry(table.name, tuple(match), action.name, tuple(params), default, priority)
-    try:
-        return normalise(schema, entry)
-    except EncodeError as exc:  # a check above should have said it: keep the one line
-        raise _fail(source, where, str(exc)) from None
+    return tuple(params)
 
 
 def _int(raw: Any, where: str, source: str | None, low: int, high: int) -> int:

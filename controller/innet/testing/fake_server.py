@@ -29,7 +29,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from innet.p4rt.schema import Schema, TableInfo, schema_from_p4info
+from innet.p4rt.schema import MatchFieldInfo, Schema, TableInfo, schema_from_p4info
 
 Key = tuple[tuple[int, bytes, int | bytes], ...]  # (field id, value, prefix/mask/high)
 
@@ -446,6 +446,8 @@ def _grpc_code(code: int) -> Any:
 
 
 def _checked_match(table: TableInfo, te: Any) -> tuple[Key, list[Any]]:
+    """The entry's key and canonical match, fields sorted by id, so that two spellings of the
+    same entry (field order, leading zeros) find the same row, as on a real switch."""
     fields = {f.id: f for f in table.match_fields}
     seen: set[int] = set()
     key: list[tuple[int, bytes, int | bytes]] = []
@@ -458,63 +460,66 @@ def _checked_match(table: TableInfo, te: Any) -> tuple[Key, list[Any]]:
         if fm.field_id in seen:
             raise _Reject(code_pb2.INVALID_ARGUMENT, f"field {info.name} given twice")
         seen.add(fm.field_id)
-        kind = fm.WhichOneof("field_match_type")
-        if kind != info.match_type:
-            raise _Reject(code_pb2.INVALID_ARGUMENT,
-                          f"field {info.name} is {info.match_type}, got {kind}")
-        out = p4runtime_pb2.FieldMatch(field_id=fm.field_id)
-        if kind == "exact":
-            value = _canonical(fm.exact.value, info.bitwidth, info.name)
-            out.exact.value = value
-            key.append((fm.field_id, value, -1))
-        elif kind == "lpm":
-            plen = int(fm.lpm.prefix_len)
-            if not 0 < plen <= info.bitwidth:
-                raise _Reject(code_pb2.INVALID_ARGUMENT,
-                              f"field {info.name}: prefix length {plen} not in "
-                              f"1..{info.bitwidth} (omit the field for a wildcard)")
-            value = _canonical(fm.lpm.value, info.bitwidth, info.name)
-            host_bits = (1 << (info.bitwidth - plen)) - 1
-            if int.from_bytes(value, "big") & host_bits:
-                raise _Reject(code_pb2.INVALID_ARGUMENT,
-                              f"field {info.name}: bits set beyond the /{plen} prefix")
-            out.lpm.value = value
-            out.lpm.prefix_len = plen
-            key.append((fm.field_id, value, plen))
-        elif kind == "optional":
-            value = _canonical(fm.optional.value, info.bitwidth, info.name)
-            out.optional.value = value
-            key.append((fm.field_id, value, -1))
-        elif kind == "ternary":
-            value = _canonical(fm.ternary.value, info.bitwidth, info.name)
-            mask = _canonical(fm.ternary.mask, info.bitwidth, info.name)
-            if mask == b"\0":
-                raise _Reject(code_pb2.INVALID_ARGUMENT,
-                              f"field {info.name}: mask 0 (omit the field for a wildcard)")
-            if int.from_bytes(value, "big") & ~int.from_bytes(mask, "big"):
-                raise _Reject(code_pb2.INVALID_ARGUMENT,
-                              f"field {info.name}: value bits set outside the mask")
-            out.ternary.value, out.ternary.mask = value, mask
-            key.append((fm.field_id, value, mask))
-        elif kind == "range":
-            low = _canonical(fm.range.low, info.bitwidth, info.name)
-            high = _canonical(fm.range.high, info.bitwidth, info.name)
-            lo, hi = int.from_bytes(low, "big"), int.from_bytes(high, "big")
-            if lo > hi:
-                raise _Reject(code_pb2.INVALID_ARGUMENT, f"field {info.name}: low > high")
-            if lo == 0 and hi == (1 << info.bitwidth) - 1:
-                raise _Reject(code_pb2.INVALID_ARGUMENT, f"field {info.name}: the full range "
-                                                         "(omit the field for a wildcard)")
-            out.range.low, out.range.high = low, high
-            key.append((fm.field_id, low, high))
-        else:
-            raise _Reject(code_pb2.UNIMPLEMENTED, f"match kind {kind}")
+        part, out = _checked_field(info, fm)
+        key.append(part)
         canon.append(out)
     for f in table.match_fields:
         if f.match_type == "exact" and f.id not in seen:
             raise _Reject(code_pb2.INVALID_ARGUMENT, f"exact field {f.name} is missing")
     order = sorted(range(len(key)), key=lambda i: key[i][0])
     return tuple(key[i] for i in order), [canon[i] for i in order]
+
+
+def _checked_field(info: MatchFieldInfo,
+                   fm: Any) -> tuple[tuple[int, bytes, int | bytes], Any]:
+    """One field's key part and canonical FieldMatch; a wildcard spelled out (prefix 0, mask
+    0, the full range) is refused, because P4Runtime says to leave the field out."""
+    kind = fm.WhichOneof("field_match_type")
+    if kind != info.match_type:
+        raise _Reject(code_pb2.INVALID_ARGUMENT,
+                      f"field {info.name} is {info.match_type}, got {kind}")
+    out = p4runtime_pb2.FieldMatch(field_id=fm.field_id)
+    if kind in ("exact", "optional"):
+        value = _canonical(getattr(fm, kind).value, info.bitwidth, info.name)
+        getattr(out, kind).value = value
+        return (fm.field_id, value, -1), out
+    if kind == "lpm":
+        plen = int(fm.lpm.prefix_len)
+        if not 0 < plen <= info.bitwidth:
+            raise _Reject(code_pb2.INVALID_ARGUMENT,
+                          f"field {info.name}: prefix length {plen} not in "
+                          f"1..{info.bitwidth} (omit the field for a wildcard)")
+        value = _canonical(fm.lpm.value, info.bitwidth, info.name)
+        host_bits = (1 << (info.bitwidth - plen)) - 1
+        if int.from_bytes(value, "big") & host_bits:
+            raise _Reject(code_pb2.INVALID_ARGUMENT,
+                          f"field {info.name}: bits set beyond the /{plen} prefix")
+        out.lpm.value = value
+        out.lpm.prefix_len = plen
+        return (fm.field_id, value, plen), out
+    if kind == "ternary":
+        value = _canonical(fm.ternary.value, info.bitwidth, info.name)
+        mask = _canonical(fm.ternary.mask, info.bitwidth, info.name)
+        if mask == b"\0":
+            raise _Reject(code_pb2.INVALID_ARGUMENT,
+                          f"field {info.name}: mask 0 (omit the field for a wildcard)")
+        if int.from_bytes(value, "big") & ~int.from_bytes(mask, "big"):
+            raise _Reject(code_pb2.INVALID_ARGUMENT,
+                          f"field {info.name}: value bits set outside the mask")
+        out.ternary.value, out.ternary.mask = value, mask
+        return (fm.field_id, value, mask), out
+    if kind == "range":
+        low = _canonical(fm.range.low, info.bitwidth, info.name)
+        high = _canonical(fm.range.high, info.bitwidth, info.name)
+        lo, hi = int.from_bytes(low, "big"), int.from_bytes(high, "big")
+        if lo > hi:
+            raise _Reject(code_pb2.INVALID_ARGUMENT, f"field {info.name}: low > high")
+        if lo == 0 and hi == (1 << info.bitwidth) - 1:
+            raise _Reject(code_pb2.INVALID_ARGUMENT, f"field {info.name}: the full range "
+                                                     "(omit the field for a wildcard)")
+        out.range.low, out.range.high = low, high
+        return (fm.field_id, low, high), out
+    raise _Reject(code_pb2.UNIMPLEMENTED, f"match kind {kind}")
 
 
 def _checked_action(schema: Schema, table: TableInfo, te: Any, *, default: bool) -> Any:
