@@ -40,6 +40,16 @@ class QueueSetting:
         return out
 
 
+
+def queue_settings(rate_pps: int | None, depth: int | None) -> tuple[QueueSetting, ...]:
+    """Every port's queue set to `rate_pps` and `depth` (None: left as it is), checked now: a
+    bad value is an input error before any switch is contacted, not on each of them later."""
+    if rate_pps is None and depth is None:
+        return ()
+    setting = QueueSetting(rate_pps or None, depth or None)
+    setting.commands()
+    return (setting,)
+
 def run_cli(address: SwitchAddress, commands: Sequence[str], *, timeout: float = 30.0) -> str:
     """Feed commands to simple_switch_CLI; any error it prints becomes a SwitchError."""
     if address.thrift_port is None:

@@ -6,25 +6,29 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from innet.aggpacket import AGG_UDP_PORT, EVENT_NAMES, SLOTS
 from innet.bmv2.local import switch_addresses
-from innet.bmv2.own_program import OwnProgram, load_own_program
-from innet.bmv2.thrift import QueueSetting, queue_commands, run_cli
-from innet.cli.argtypes import SEED, K, float_in, int_in
+from innet.bmv2.own_program import OwnProgram
+from innet.bmv2.thrift import queue_commands, queue_settings, run_cli
+from innet.cli.argtypes import float_in
+from innet.cli.options import (
+    add_intent_options,
+    add_json,
+    add_program_options,
+    add_topology,
+    check_runtime_needs_program,
+    intent_options,
+    own_program,
+)
 from innet.emulation import live
 from innet.errors import InputError, NetworkError
 from innet.jsonout import print_json
 from innet.names import natural_key
-from innet.p4rt.client import (
-    SwitchAddress,
-    SwitchClient,
-    SwitchError,
-    election_int,
-)
+from innet.p4rt.client import SwitchAddress
 from innet.p4rt.deploy import (
     DeployResult,
     Replication,
@@ -37,16 +41,9 @@ from innet.p4rt.deploy import (
 )
 from innet.p4rt.encode import normalise
 from innet.p4rt.entities import Describe, Entry, MulticastGroup
+from innet.p4rt.probe import probe
 from innet.p4rt.schema import Pipeline
-from innet.plan.intent import (
-    DEFAULT_ECN_THRESHOLD,
-    Held,
-    NetworkIntent,
-    held_slots,
-    load_workload,
-    network_intent,
-    plan_job,
-)
+from innet.plan.intent import JobPlan, build_intent, held_slots
 from innet.plan.pipeline import load_pipeline
 from innet.plan.program import (
     C_AGG_EVENTS,
@@ -55,11 +52,8 @@ from innet.plan.program import (
     C_ECN_MARKED,
     C_PORT_IN,
     C_PORT_OUT,
-    DEFAULT_TABLES,
-    MANAGED_TABLES,
     describe,
 )
-from innet.soar.baselines import STRATEGIES
 from innet.soar.model import phi
 from innet.table import format_table
 from innet.topology import Topology, load_topology
@@ -67,60 +61,13 @@ from innet.topology import Topology, load_topology
 AGG_EVENT_NAMES = EVENT_NAMES
 
 
-_threshold = int_in(0, 2**19 - 1)  # the program compares it with enq_qdepth, a bit<19>
-_queue_rate = int_in(1, 10**9)  # packets/s; 0 would stop the port, not mean "default"
-_queue_depth = int_in(1, 2**19 - 1)
-
-
-def _program_args(p: Any) -> None:
-    p.add_argument("--program", metavar="FILE",
-                   help="your own P4 program instead of innet's: a .p4 source (P4_16, v1model; "
-                        "compiled with p4c-bm2-ss, cached by content in ~/.cache/innet/p4c or "
-                        "$INNET_CACHE_DIR/p4c) or its compiled BMv2 JSON with --p4info. Its "
-                        "entries, multicast groups and clone sessions come from runtime files "
-                        "in the p4lang tutorials' format (--runtime, or each switch's "
-                        "runtime_json in the topology); the controller owns the tables they "
-                        "name. The workload, strategy and ECN options are innet's program's "
-                        "and do not apply (default: innet's program). Guide: "
-                        "docs/own-program.md")
-    p.add_argument("--p4info", metavar="FILE",
-                   help="P4Info text file: of --program X.json, else of innet's program "
-                        "(default: the committed p4src/innet.p4info.txtpb)")
-    p.add_argument("--bmv2-json", metavar="FILE",
-                   help="BMv2 JSON of innet's program (default: the committed "
-                        "p4src/innet.json); for your own, --program")
-    p.add_argument("--runtime", action="append", default=[], metavar="SWITCH=FILE",
-                   help="with --program: SWITCH's runtime file (tutorials' sX-runtime.json: "
-                        "table_entries, multicast_group_entries, clone_session_entries); "
-                        "repeatable; overrides the topology's runtime_json for that switch "
-                        "(default: the topology's)")
-
-
-def _intent_args(p: Any, *, workload_required: bool) -> None:
-    """The options that make an intent, shared by deploy, controller run and status."""
-    p.add_argument("--workload", action="append", metavar="FILE",
-                   help="a job's workers and destination; repeat for several jobs"
-                        + (" (required unless --program; no default)" if workload_required
-                           else " (default: none, routes only)"))
-    p.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
-                   help="which switches aggregate (default soar: optimal for k)")
-    p.add_argument("-k", type=K, default=None,
-                   help="at most this many aggregating switches per job (default: no limit)")
-    p.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
-    ecn = p.add_mutually_exclusive_group()
-    ecn.add_argument("--ecn-threshold", type=_threshold, default=DEFAULT_ECN_THRESHOLD,
-                     metavar="PKTS", help="mark ECT packets CE from this egress queue depth "
-                                          f"(default {DEFAULT_ECN_THRESHOLD})")
-    ecn.add_argument("--no-ecn", action="store_true", help="never mark")
-    p.add_argument("--queue-rate", type=_queue_rate, metavar="PPS",
-                   help="BMv2 egress queue rate of every port (thrift), packets/s "
-                        "(default: leave as is)")
-    p.add_argument("--queue-depth", type=_queue_depth, metavar="PKTS",
-                   help="BMv2 egress queue depth of every port (thrift), packets "
-                        "(default: leave as is)")
-
-
 def register(sub: Any) -> None:
+    _register_deploy(sub)
+    _register_status(sub)
+    _register_controller(sub)
+
+
+def _register_deploy(sub: Any) -> None:
     dep = sub.add_parser(
         "deploy",
         help="install a plan on P4Runtime switches (only the difference)",
@@ -138,21 +85,22 @@ def register(sub: Any) -> None:
             "P4 program and each switch's tutorials-style runtime file instead "
             "(docs/own-program.md)."),
     )
-    dep.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
-    _intent_args(dep, workload_required=True)
+    add_topology(dep)
+    add_intent_options(dep, workload_required=True)
     dep.add_argument("--dry-run", action="store_true",
                      help="read the switches and print the difference; write nothing")
     dep.add_argument("--from-empty", action="store_true",
                      help="with --dry-run: contact no switch, show what empty switches "
                           "would get")
-    _program_args(dep)
-    dep.add_argument("--json", action="store_true",
-                     help='print {"jobs": [{"job", "strategy", "k", "blue", "cost", '
+    add_program_options(dep)
+    add_json(dep, 'print {"jobs": [{"job", "strategy", "k", "blue", "cost", '
                           '"all_red_cost", "ratio"}], "switches": {name: {"address", '
                           '"load_program", "insert", "modify", "delete"}}, "failed": {name: '
                           'reason}, "program_loads", "writes", "seconds", "dry_run", "queues"}')
     dep.set_defaults(func=cmd_deploy)
 
+
+def _register_status(sub: Any) -> None:
     st = sub.add_parser(
         "status",
         help="what each switch holds and counts",
@@ -162,18 +110,19 @@ def register(sub: Any) -> None:
                     "your program's runtime files name, its groups, sessions and counters, "
                     "and how far each switch is from its file.",
     )
-    st.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
+    add_topology(st)
     st.add_argument("--switch", action="append", metavar="NAME",
                     help="only this switch (repeatable; default: every switch)")
-    st.add_argument("--json", action="store_true",
-                    help='one JSON object {"switches": {NAME: {"reachable", "pipeline" (cookie '
+    add_json(st, 'one JSON object {"switches": {NAME: {"reachable", "pipeline" (cookie '
                          'or null), "entries" (table entries held), "primary_election_id" (or '
                          'null)}}}; with --workload also each switch\'s "difference" from that '
                          "intent")
-    _intent_args(st, workload_required=False)
-    _program_args(st)
+    add_intent_options(st, workload_required=False)
+    add_program_options(st)
     st.set_defaults(func=cmd_status)
 
+
+def _register_controller(sub: Any) -> None:
     ctl = sub.add_parser(
         "controller", help="the long-running controller: keep every switch in its intended "
                            "state",
@@ -200,8 +149,8 @@ def register(sub: Any) -> None:
             "Logs one line per event on stderr, tagged with the switch name. SIGTERM or Ctrl-C\n"
             "closes every session and exits with status 0. Design: docs/controller.md."),
     )
-    run.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
-    _intent_args(run, workload_required=False)
+    add_topology(run)
+    add_intent_options(run, workload_required=False)
     run.add_argument("--interval", type=float_in(0.05, 86400), default=2.0, metavar="SECONDS",
                      help="reconcile every switch this often (default 2)")
     role = run.add_mutually_exclusive_group()
@@ -211,7 +160,7 @@ def register(sub: Any) -> None:
     role.add_argument("--election-id", type=_election_id, metavar="HIGH[:LOW]",
                       help="this controller's election id (default 1:0); the highest among "
                            "connected controllers is primary")
-    _program_args(run)
+    add_program_options(run)
     run.set_defaults(func=cmd_controller_run)
 
 
@@ -226,56 +175,18 @@ def _election_id(text: str) -> tuple[int, int]:
     return eid
 
 
-def _pipeline(args: argparse.Namespace) -> Pipeline:
-    return load_pipeline(args.p4info, args.bmv2_json)
-
-
-def _own(args: argparse.Namespace, topo: Topology) -> OwnProgram:
-    """--program's pipeline and runtime files; innet's own options refused by name (they
-    would be silently meaningless for another program)."""
-    given = [flag for flag, on in (
-        ("--workload", bool(args.workload)), ("-k", args.k is not None),
-        ("--strategy", args.strategy != "soar"), ("--seed", args.seed != 0),
-        ("--no-ecn", args.no_ecn), ("--ecn-threshold", args.ecn_threshold !=
-                                    DEFAULT_ECN_THRESHOLD),
-        ("--bmv2-json", args.bmv2_json is not None)) if on]
-    if given:
-        raise InputError(f"{given[0]} is an option of innet's own program; with --program the "
-                         "switches' entries come from runtime files (--runtime)")
-    return load_own_program(topo, args.program, args.p4info, args.runtime)
-
-
-def _no_runtime_without_program(args: argparse.Namespace) -> None:
-    if args.runtime and not args.program:
-        raise InputError("--runtime goes with --program (runtime files are for your own "
-                         "program; innet's entries come from the plan)")
-
-
-def build_intent(args: argparse.Namespace, topo: Topology, held: Held | None = None
-                 ) -> NetworkIntent:
-    """`held`: the slot ranges the switches' aggregation entries hold now; jobs that stay
-    keep theirs (their cells may hold live sums)."""
-    workloads = [load_workload(p, topo) for p in args.workload or ()]
-    jobs = [plan_job(topo, w, args.strategy, args.k, seed=args.seed) for w in workloads]
-    threshold = None if args.no_ecn else args.ecn_threshold
-    return network_intent(topo, jobs, threshold, held=held)
-
-
-INTENT_FIELDS = ("workload", "strategy", "k", "seed", "ecn_threshold", "no_ecn", "queue_rate",
-                 "queue_depth")
-
-
 def forward_to_running_network(args: argparse.Namespace) -> dict[str, Any] | None:
     """When `innet net up` holds this topology, its own controller must move to the new
     intent (a second writer with the same election id would fight it): the answer of the
-    network that is up, or None when none is."""
+    network that is up, or None when none is. The request carries the intent options' JSON,
+    workload paths made absolute (the network's process has its own working directory)."""
     record = live.running()
     if record is None or Path(args.topology).resolve() != Path(record.topology):
         return None
-    fields = {k: getattr(args, k) for k in INTENT_FIELDS}
-    if fields.get("workload"):
-        fields["workload"] = [str(Path(w).resolve()) for w in fields["workload"]]
-    answer = live.ask(record, {"op": "deploy", "fields": fields})
+    options = intent_options(args)
+    options = replace(options, workloads=tuple(str(Path(w).resolve())
+                                               for w in options.workloads))
+    answer = live.ask(record, {"op": "deploy", "options": options.to_json()})
     if "error" in answer:
         err = InputError if answer.get("exit") == 2 else NetworkError
         raise err(f"the network that is up refused the deploy: {answer['error']}")
@@ -285,7 +196,7 @@ def forward_to_running_network(args: argparse.Namespace) -> dict[str, Any] | Non
 def cmd_deploy(args: argparse.Namespace) -> int:
     if args.from_empty and not args.dry_run:
         raise InputError("--from-empty only goes with --dry-run")
-    _no_runtime_without_program(args)
+    check_runtime_needs_program(args)
     record = live.running()
     if (args.program and not args.dry_run and record is not None
             and Path(args.topology).resolve() == Path(record.topology)):
@@ -295,66 +206,94 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     if not args.dry_run and not args.program:
         forwarded = forward_to_running_network(args)
         if forwarded is not None:
-            if args.json:
-                print_json({"through_running_network": True, **forwarded})
-            else:
-                print(forwarded["plan"])
-                changed = "; ".join(f"{n} {d}" for n, d in forwarded["switches"].items())
-                print(f"through the network that is up: {forwarded['writes']} writes"
-                      + (f" ({changed})" if changed else ""))
+            _print_forwarded(forwarded, args.json)
             return 0
     topo = load_topology(args.topology)
     if args.program:
-        return deploy_own(args, topo, _own(args, topo))
+        return deploy_own(args, topo, own_program(args, topo))
     if not args.workload:
         raise InputError("--workload is required (the job to plan), unless --program runs "
                          "your own program")
-    pipeline = _pipeline(args)
+    return _deploy_intent(args, topo)
+
+
+def _print_forwarded(answer: dict[str, Any], as_json: bool) -> None:
+    """What the network that is up did with the deploy it was handed."""
+    if as_json:
+        print_json({"through_running_network": True, **answer})
+        return
+    print(answer["plan"])
+    changed = "; ".join(f"{n} {d}" for n, d in answer["switches"].items())
+    print(f"through the network that is up: {answer['writes']} writes"
+          + (f" ({changed})" if changed else ""))
+
+
+def _job_summary(jp: JobPlan) -> dict[str, Any]:
+    red = phi(jp.tree, [])
+    return {"job": jp.workload.job, "strategy": jp.plan.strategy, "k": jp.plan.k,
+            "blue": list(jp.blue), "cost": jp.plan.cost, "all_red_cost": red,
+            "ratio": jp.plan.cost / red if red > 0 else 1.0}
+
+
+def _deploy_intent(args: argparse.Namespace, topo: Topology) -> int:
+    """innet's program: plan the workloads, then write each switch's difference."""
+    pipeline = load_pipeline(args.p4info, args.bmv2_json)
     held = None
     if not args.from_empty:
         now = status(switch_addresses(topo), pipeline)
         held = held_slots({s: st.entries for s, st in now.items() if st.runs_ours})
-    intent = build_intent(args, topo, held)
-    jobs: list[dict[str, Any]] = []
-    for jp in intent.jobs:
-        red = phi(jp.tree, [])
-        ratio = jp.plan.cost / red if red > 0 else 1.0
-        jobs.append({"job": jp.workload.job, "strategy": jp.plan.strategy, "k": jp.plan.k,
-                     "blue": list(jp.blue), "cost": jp.plan.cost, "all_red_cost": red,
-                     "ratio": ratio})
-        if args.json:
-            continue
-        blue = ", ".join(jp.blue) or "(none)"
-        print(f"job {jp.workload.job}: {jp.plan.strategy}, k = {jp.plan.k}: blue {blue}; "
-              f"cost {jp.plan.cost:.4g} (all-red {red:.4g}, ratio {ratio:.3f})")
+    intent = build_intent(intent_options(args), topo, held)
+    jobs = [_job_summary(jp) for jp in intent.jobs]
+    if not args.json:
+        for j in jobs:
+            print(f"job {j['job']}: {j['strategy']}, k = {j['k']}: blue "
+                  f"{', '.join(j['blue']) or '(none)'}; cost {j['cost']:.4g} (all-red "
+                  f"{j['all_red_cost']:.4g}, ratio {j['ratio']:.3f})")
     entries = intent.entries()
     addresses = switch_addresses(topo)
+    queues = queue_settings(args.queue_rate, args.queue_depth)
     if args.from_empty:
         result = from_empty(addresses, entries, pipeline, intent.replication())
     else:
         result = deploy(addresses, entries, pipeline, dry_run=args.dry_run,
-                        replication=intent.replication(),
-                        setup=queue_commands(queue_settings(args)), sideband=run_cli)
-    queues = queue_settings(args)
+                        replication=intent.replication(), setup=queue_commands(queues),
+                        sideband=run_cli)
+    queue_lines = queues[0].commands() if queues and not args.dry_run else []
     if args.json:
-        print_json({"jobs": jobs, "switches": {
-            name: {"address": sd.address, "load_program": sd.pipeline,
-                   "insert": [describe(e) for e in sd.diff.insert],
-                   "modify": [[None if old is None else describe(old), describe(new)]
-                              for old, new in sd.diff.modify],
-                   "delete": [describe(e) for e in sd.diff.delete]}
-            for name, sd in result.switches.items()},
-            "failed": dict(result.failed),
-            "program_loads": result.pipelines, "writes": result.writes,
-            "seconds": result.seconds, "dry_run": result.dry_run,
-            "queues": queues[0].commands() if queues and not args.dry_run else []})
+        print_json({"jobs": jobs, "switches": _switches_json(result, describe),
+                    "failed": dict(result.failed), "program_loads": result.pipelines,
+                    "writes": result.writes, "seconds": result.seconds,
+                    "dry_run": result.dry_run, "queues": queue_lines})
     else:
         print_deploy(result, list(entries))
-        if queues and not args.dry_run and result.switches:
-            print(f"queues: {' and '.join(queues[0].commands())} on "
-                  f"{len(result.switches)} switches")
+        if queue_lines and result.switches:
+            print(f"queues: {' and '.join(queue_lines)} on {len(result.switches)} switches")
+    return _deploy_exit(result, len(entries))
+
+
+def _switches_json(result: DeployResult, describe: Describe, replication: bool = False
+                   ) -> dict[str, Any]:
+    """Per switch: its address, whether the program is loaded, and the entries inserted,
+    modified and deleted (with `replication`, its multicast groups' and sessions' too)."""
+    out: dict[str, Any] = {}
+    for name, sd in result.switches.items():
+        rec: dict[str, Any] = {
+            "address": sd.address, "load_program": sd.pipeline,
+            "insert": [describe(e) for e in sd.diff.insert],
+            "modify": [[None if old is None else describe(old), describe(new)]
+                       for old, new in sd.diff.modify],
+            "delete": [describe(e) for e in sd.diff.delete]}
+        if replication:
+            rec["replication"] = {
+                key: [describe_replication(r) for r in getattr(sd.replication, key)]
+                for key in ("insert", "modify", "delete")}
+        out[name] = rec
+    return out
+
+
+def _deploy_exit(result: DeployResult, switches: int) -> int:
     if result.failed:
-        print(f"innet: {len(result.failed)} of {len(entries)} switches failed: "
+        print(f"innet: {len(result.failed)} of {switches} switches failed: "
               f"{', '.join(result.failed)}", file=sys.stderr)
         return 1
     return 0
@@ -366,7 +305,7 @@ def deploy_own(args: argparse.Namespace, topo: Topology, own: OwnProgram) -> int
     pipeline = own.pipeline
     addresses = switch_addresses(topo)
     entries = own.entries()
-    queues = queue_settings(args)
+    queues = queue_settings(args.queue_rate, args.queue_depth)
     if args.from_empty:
         result = from_empty(addresses, entries, pipeline, replication=own.replication())
     else:
@@ -381,21 +320,10 @@ def deploy_own(args: argparse.Namespace, topo: Topology, own: OwnProgram) -> int
                                 "tables": list(pipeline.managed.tables),
                                 "replication": pipeline.managed.replication},
                     "runtime": {s: r.source for s, r in own.runtimes.items()},
-                    "switches": {
-            name: {"address": sd.address, "load_program": sd.pipeline,
-                   "insert": [describe_own(e) for e in sd.diff.insert],
-                   "modify": [[None if old is None else describe_own(old), describe_own(new)]
-                              for old, new in sd.diff.modify],
-                   "delete": [describe_own(e) for e in sd.diff.delete],
-                   "replication": {"insert": [describe_replication(r)
-                                              for r in sd.replication.insert],
-                                   "modify": [describe_replication(r)
-                                              for r in sd.replication.modify],
-                                   "delete": [describe_replication(r)
-                                              for r in sd.replication.delete]}}
-            for name, sd in result.switches.items()},
-            "failed": dict(result.failed), "program_loads": result.pipelines,
-            "writes": result.writes, "seconds": result.seconds, "dry_run": result.dry_run})
+                    "switches": _switches_json(result, describe_own, replication=True),
+                    "failed": dict(result.failed), "program_loads": result.pipelines,
+                    "writes": result.writes, "seconds": result.seconds,
+                    "dry_run": result.dry_run})
     else:
         if own.compiled is not None:
             how = "from the cache" if own.compiled.cached else "compiled now"
@@ -404,11 +332,7 @@ def deploy_own(args: argparse.Namespace, topo: Topology, own: OwnProgram) -> int
         print(f"the controller owns: {owned}"
               + (" and the replication engine" if pipeline.managed.replication else ""))
         print_deploy(result, list(entries), describe_own)
-    if result.failed:
-        print(f"innet: {len(result.failed)} of {len(entries)} switches failed: "
-              f"{', '.join(result.failed)}", file=sys.stderr)
-        return 1
-    return 0
+    return _deploy_exit(result, len(entries))
 
 
 def describe_replication(r: Replication) -> str:
@@ -420,14 +344,6 @@ def describe_replication(r: Replication) -> str:
                      f", cut to {r.packet_length_bytes} bytes" if r.packet_length_bytes
                      else ""])
     return f"clone session {r.session_id} -> {reps}{extra}"
-
-
-def queue_settings(args: argparse.Namespace) -> tuple[QueueSetting, ...]:
-    if args.queue_rate is None and args.queue_depth is None:
-        return ()
-    setting = QueueSetting(args.queue_rate or None, args.queue_depth or None)
-    setting.commands()  # a bad value is an input error now, not on every switch later
-    return (setting,)
 
 
 def print_deploy(result: DeployResult, order: Sequence[str] | None = None,
@@ -473,7 +389,7 @@ def print_deploy(result: DeployResult, order: Sequence[str] | None = None,
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    _no_runtime_without_program(args)
+    check_runtime_needs_program(args)
     topo = load_topology(args.topology)
     addresses = switch_addresses(topo)
     if args.switch:
@@ -483,8 +399,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                              source=args.topology)
         addresses = {s: addresses[s] for s in args.switch}
     if args.program:
-        return status_own(args, addresses, _own(args, topo))
-    pipeline = _pipeline(args)
+        return status_own(args, addresses, own_program(args, topo))
+    pipeline = load_pipeline(args.p4info, args.bmv2_json)
     # every input given is read, and refused, before any switch is contacted, in both modes
     want = _status_intent(args, topo, pipeline)
     if args.json:
@@ -554,7 +470,7 @@ def _status_intent(args: argparse.Namespace, topo: Topology,
     without --workload."""
     if not args.workload:
         return None
-    entries = build_intent(args, topo).entries()
+    entries = build_intent(intent_options(args), topo).entries()
     return {s: [normalise(pipeline.schema, e) for e in es] for s, es in entries.items()}
 
 
@@ -628,45 +544,6 @@ def status_json(addresses: dict[str, SwitchAddress], pipeline: Pipeline,
     return _status_exit([n for n in addresses if not out[n]["reachable"]], len(addresses))
 
 
-def probe(addresses: dict[str, SwitchAddress], pipeline: Pipeline,
-          want: dict[str, list[Entry]] | None) -> dict[str, dict[str, Any]]:
-    """Per switch: reachable, pipeline cookie, entry count, primary's election id, and (with
-    `want`) what differs from it. Read-only: a reader's election id never takes over."""
-    def one(name: str) -> dict[str, Any]:
-        rec: dict[str, Any] = {"reachable": False, "pipeline": None, "entries": 0,
-                               "primary_election_id": None}
-        try:
-            with SwitchClient(addresses[name], pipeline.schema, writer=False) as c:
-                rec["reachable"] = True
-                arb = c.arbitration
-                # our reader primary means no controller is connected: report none
-                if arb is not None and not arb.primary and arb.primary_election_id is not None:
-                    rec["primary_election_id"] = election_int(arb.primary_election_id)
-                rec["pipeline"] = c.pipeline_cookie()
-                rec["entries"] = c.count_entries()
-                if want is not None and name in want:
-                    rec["difference"] = difference(c, pipeline, want[name])
-        except SwitchError as exc:
-            rec["error"] = str(exc)
-        return rec
-
-    with ThreadPoolExecutor(max_workers=min(32, max(1, len(addresses)))) as pool:
-        futures = {n: pool.submit(one, n) for n in addresses}
-    return {n: f.result() for n, f in futures.items()}
-
-
-def difference(client: SwitchClient, pipeline: Pipeline, want: list[Entry]) -> dict[str, Any]:
-    """What a deploy would do to this switch, as lists of readable entries."""
-    ours = client.pipeline_cookie() == pipeline.cookie
-    have = client.read_entries(MANAGED_TABLES, DEFAULT_TABLES) if ours else []
-    d = diff(have, want)
-    return {"load_program": not ours,
-            "missing": [describe(e) for e in d.insert],
-            "wrong": [describe(new) for _, new in d.modify],
-            "extra": [describe(e) for e in d.delete],
-            "in_intent": ours and d.writes == 0}
-
-
 def cmd_controller_run(args: argparse.Namespace) -> int:
     import logging
     import signal
@@ -674,19 +551,19 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
 
     from innet.p4rt.controller import Controller, SwitchTarget, event
 
-    _no_runtime_without_program(args)
+    check_runtime_needs_program(args)
     topo = load_topology(args.topology)
-    queues = queue_settings(args)
+    queues = queue_settings(args.queue_rate, args.queue_depth)
     addresses = switch_addresses(topo)
     if args.program:
-        own = _own(args, topo)
+        own = own_program(args, topo)
         pipeline = own.pipeline
         targets = own.targets(queue_commands(queues))
         what = (f"program {args.program}, {sum(len(t.entries) for t in targets.values())} "
                 "entries from runtime files")
     else:
-        intent = build_intent(args, topo)
-        pipeline = _pipeline(args)
+        intent = build_intent(intent_options(args), topo)
+        pipeline = load_pipeline(args.p4info, args.bmv2_json)
         groups = intent.replication()
         targets = {s: SwitchTarget(es, queue_commands(queues), groups[s])
                    for s, es in intent.entries().items()}

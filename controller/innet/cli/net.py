@@ -13,39 +13,34 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shlex
 import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from innet.bmv2.own_program import OwnProgram
-from innet.bmv2.thrift import queue_commands, run_cli
-from innet.cli.deploy import (
-    INTENT_FIELDS,
-    _intent_args,
-    _no_runtime_without_program,
-    _own,
-    _program_args,
-    build_intent,
-    queue_settings,
+from innet.bmv2.thrift import queue_commands, queue_settings
+from innet.cli.options import (
+    add_intent_options,
+    add_json,
+    add_program_options,
+    add_topology,
+    check_runtime_needs_program,
+    intent_options,
+    own_program,
 )
 from innet.cli.outpaths import output_dir
-from innet.cli.run import _check_environment, default_out
+from innet.cli.run import check_environment, default_out
 from innet.emulation import live
+from innet.emulation.control import LiveNetwork
 from innet.emulation.experiment import ControlledNetwork, controlled_network
 from innet.emulation.net import EmulationError
 from innet.errors import InputError, NetworkError
 from innet.jsonout import print_json
-from innet.p4rt.deploy import SwitchDeploy
-from innet.plan.intent import NetworkIntent, held_slots
-from innet.soar.model import phi
+from innet.plan.intent import IntentOptions, build_intent
 from innet.table import format_table
-from innet.topology import Topology, load_topology
+from innet.topology import load_topology
 
 READY = "innet net: ready"  # the line scripts wait for
 
@@ -73,9 +68,9 @@ def register(sub: Any) -> None:
                     "From another shell while it is up: `innet deploy --topology T ...` "
                     "(through this\nnetwork's controller), `innet status --topology T`, "
                     "`innet net exec h1 ping -c1 10.0.0.2`,\n`innet net down`.")
-    up.add_argument("--topology", required=True, metavar="FILE", help="the topology file")
-    _intent_args(up, workload_required=False)
-    _program_args(up)
+    add_topology(up)
+    add_intent_options(up, workload_required=False)
+    add_program_options(up)
     up.add_argument("--no-cli", action="store_true",
                     help="no prompt: stay up until Ctrl-C or SIGTERM (scripts, notebooks)")
     up.add_argument("--out", type=output_dir, default=None,
@@ -101,85 +96,8 @@ def register(sub: Any) -> None:
     info = nsub.add_parser("info", help="which network is up (pid, run folder, topology)",
                            description="The record of the network that is up on this machine "
                                        "(or that none is).")
-    info.add_argument("--json", action="store_true", help="print the record as JSON")
+    add_json(info, "print the record as JSON")
     info.set_defaults(func=cmd_info)
-
-
-# --------------------------------------------------------------------------- the live side
-
-
-@dataclass
-class Live:
-    """The network that is up and what it holds now; requests and the CLI change it."""
-
-    topo: Topology
-    cn: ControlledNetwork
-    intent: NetworkIntent
-    args: argparse.Namespace  # the intent's options as last deployed
-    own: OwnProgram | None = None  # --program: a user's program and its runtime files
-
-    def plan_text(self) -> str:
-        if self.own is not None:
-            n = sum(len(es) for es in self.own.entries().values())
-            return (f"your program {self.args.program}: {n} entries from the runtime files of "
-                    f"{', '.join(self.own.runtimes) or 'no switch'}")
-        if not self.intent.jobs:
-            return "no job: routes only (deploy --workload FILE to plan one)"
-        lines = []
-        for jp in self.intent.jobs:
-            red = phi(jp.tree, [])
-            lines.append(f"job {jp.workload.job} -> {jp.workload.destination}: "
-                         f"{jp.plan.strategy}, k = {jp.plan.k}, blue "
-                         f"{', '.join(jp.blue) or '(none)'}; cost {jp.plan.cost:.4g} "
-                         f"(all-red {red:.4g})")
-            t = jp.tree
-            lines.append("  tree: " + ", ".join(
-                f"{t.ids[v]}->{t.ids[int(t.parent[v])]}" for v in range(1, t.n)))
-        return "\n".join(lines)
-
-    def deploy(self, fields: dict[str, Any]) -> dict[str, Any]:
-        if self.own is not None:
-            raise InputError(f"the network that is up runs your program {self.args.program}: "
-                             "its entries come from its runtime files, not from a plan")
-        args = argparse.Namespace(**{**vars(self.args), **fields})
-        held = held_slots(self.intent.entries())
-        intent = build_intent(args, self.topo, held)
-        applied = self.cn.set_intent(intent.entries(), intent.replication())
-        self.intent, self.args = intent, args
-        return {"plan": self.plan_text(), "writes": sum(d.writes for d in applied.values()),
-                "switches": {n: _summary(d) for n, d in applied.items() if d.writes}}
-
-    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        op = request.get("op")
-        if op == "deploy":
-            fields = request.get("fields")
-            if not isinstance(fields, dict) or set(fields) - set(INTENT_FIELDS):
-                raise InputError(f"deploy takes the fields {', '.join(INTENT_FIELDS)}")
-            return self.deploy(fields)
-        if op == "plan":
-            return {"plan": self.plan_text()}
-        if op == "exec":
-            host, argv = request.get("host"), request.get("argv")
-            if host not in self.topo.hosts:
-                raise InputError(f"no host {host!r} in {self.topo.name}")
-            if not isinstance(argv, list) or not argv or not all(isinstance(a, str)
-                                                                 for a in argv):
-                raise InputError("exec takes a command: a list of strings")
-            proc = self.cn.host(str(host)).popen(argv, stdin=None)
-            try:
-                out, err = proc.communicate(timeout=float(request.get("timeout", 60)))
-            except Exception:
-                proc.kill()
-                proc.wait()
-                raise InputError(f"{argv[0]} on {host} did not end in time") from None
-            return {"stdout": out.decode(errors="replace"),
-                    "stderr": err.decode(errors="replace"), "returncode": proc.returncode}
-        raise InputError(f"unknown request {op!r} (deploy, plan, exec)")
-
-
-def _summary(d: SwitchDeploy) -> str:
-    diff = d.diff
-    return f"+{len(diff.insert)} ~{len(diff.modify)} -{len(diff.delete)}"
 
 
 def _address_table(cn: ControlledNetwork) -> str:
@@ -194,42 +112,48 @@ def _address_table(cn: ControlledNetwork) -> str:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    _check_environment()
-    _no_runtime_without_program(args)
+    check_environment()
+    check_runtime_needs_program(args)
     topo = load_topology(args.topology)
-    own = _own(args, topo) if args.program else None
-    intent = build_intent(argparse.Namespace(**{**vars(args), "workload": None}) if own
-                          else args, topo)
+    own = own_program(args, topo) if args.program else None
+    options = IntentOptions() if own else intent_options(args)
+    intent = build_intent(options, topo)
     out: Path = args.out or default_out("net")
     record = live.NetworkRecord(os.getpid(), str(out.resolve()),
                                 str(Path(args.topology).resolve()),
                                 str((out / "control.sock").resolve()), time.time())
-    setup = queue_commands(queue_settings(args))
+    setup = queue_commands(queue_settings(args.queue_rate, args.queue_depth))
     try:
         entries, groups = ((own.entries(), own.replication()) if own
                            else (intent.entries(), intent.replication()))
         with live.claimed(record), _made(out), controlled_network(
                 topo, out, entries, replication=groups, setup=setup, pcap=args.pcap,
                 pipeline=own.pipeline if own else None) as cn:
-            state = Live(topo, cn, intent, args, own)
+            state = LiveNetwork(topo, cn, intent, options, own, args.program)
             server = live.ControlServer(Path(record.control), state.handle)
             try:
-                print(f"network {topo.name} is up: {len(topo.switches)} switches, "
-                      f"{len(topo.hosts)} hosts; run folder {out} (controller log: "
-                      f"{out}/logs/controller.log)")
-                print(_address_table(cn))
-                print(state.plan_text())
-                print(READY, flush=True)
+                _announce(state, out)
                 if args.no_cli:
                     _wait_for_signal()
                 else:
-                    _cli(state)
+                    _prompt(state)
             finally:
                 server.close()
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     print("innet net: stopped; everything it started is gone", file=sys.stderr)
     return 0
+
+
+def _announce(state: LiveNetwork, out: Path) -> None:
+    """The network, how to reach each switch, its plan, and the line scripts wait for."""
+    topo = state.topo
+    print(f"network {topo.name} is up: {len(topo.switches)} switches, "
+          f"{len(topo.hosts)} hosts; run folder {out} (controller log: "
+          f"{out}/logs/controller.log)")
+    print(_address_table(state.cn))
+    print(state.plan_text())
+    print(READY, flush=True)
 
 
 @contextlib.contextmanager
@@ -249,121 +173,11 @@ def _wait_for_signal() -> None:
         return
 
 
-def _cli(state: Live) -> None:
-    from mininet.cli import CLI
-    from mininet.log import setLogLevel
+def _prompt(state: LiveNetwork) -> None:
+    """Mininet's CLI with innet's commands, until `exit`, Ctrl-D or SIGTERM."""
+    from innet.cli.net_prompt import run_prompt  # Mininet's CLI: loaded only for a prompt
 
-    setLogLevel("output")  # what Mininet's own commands (pingall, nodes, ...) print
-
-    class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
-        """Mininet's CLI with innet's commands; `help innet` lists them."""
-
-        prompt = "innet> "
-
-        def __init__(self, state: Live) -> None:
-            self.live = state
-            super().__init__(state.cn.network.net)
-
-        def _switch(self, line: str) -> tuple[str, list[str]]:
-            words = shlex.split(line)
-            if not words or words[0] not in self.live.cn.addresses:
-                raise InputError(f"name a switch: {', '.join(self.live.cn.addresses)}")
-            return words[0], words[1:]
-
-        def onecmd(self, line: str) -> bool:
-            try:
-                return bool(super().onecmd(line))
-            except (InputError, NetworkError) as exc:
-                print(f"innet: {exc}")
-                return False
-
-        def help_innet(self) -> None:
-            print(__doc__)
-            print("plan | table SWITCH | counters SWITCH [NAME] | registers SWITCH NAME [I] | "
-                  "deploy [-k N] [--strategy S] [--workload FILE] | status")
-
-        def do_plan(self, _line: str) -> None:
-            """plan: the jobs, their blue switches, trees and costs."""
-            print(self.live.plan_text())
-
-        def do_table(self, line: str) -> None:
-            """table SWITCH: every entry the controller manages on SWITCH."""
-            sw, _ = self._switch(line)
-            pipeline = self.live.cn.controller.pipeline
-            session = self.live.cn.controller.session(sw)
-            for e in session.read_entries(pipeline.managed.tables,
-                                          pipeline.managed.default_tables):
-                print(pipeline.schema.describe(e))
-            for r in session.read_replication() if pipeline.managed.replication else ():
-                print(r)
-
-        def do_counters(self, line: str) -> None:
-            """counters SWITCH [NAME]: packets and bytes of each cell (every counter)."""
-            sw, rest = self._switch(line)
-            session = self.live.cn.controller.session(sw)
-            for name in rest or self.live.cn.controller.pipeline.managed.counters:
-                cells = session.read_counters(name)
-                shown = ", ".join(f"[{i}] {p} pkts/{b} B" for i, (p, b) in sorted(cells.items())
-                                  if p or b)
-                print(f"{name}: {shown or 'all zero'}")
-
-        def do_registers(self, line: str) -> None:
-            """registers SWITCH NAME [INDEX...]: cells of a register, through thrift."""
-            sw, rest = self._switch(line)
-            if not rest:
-                raise InputError("registers SWITCH NAME [INDEX...]")
-            name, indices = rest[0], rest[1:] or ["0"]
-            text = run_cli(self.live.cn.addresses[sw],
-                           [f"register_read {name} {i}" for i in indices])
-            print("\n".join(x for x in text.splitlines() if "=" in x or "[" in x))
-
-        def do_deploy(self, line: str) -> None:
-            """deploy [-k N] [--strategy S] [--workload FILE ...]: move to that plan live."""
-            answer = self.live.deploy(_deploy_fields(shlex.split(line)))
-            print(answer["plan"])
-            print(f"{answer['writes']} writes: " + ("; ".join(
-                f"{n} {s}" for n, s in answer["switches"].items()) or "nothing changed"))
-
-        def do_status(self, _line: str) -> None:
-            """status: each switch as the controller sees it."""
-            rows = [[n, v.state, v.synced, v.restores, v.error or ""]
-                    for n, v in self.live.cn.controller.views().items()]
-            print(format_table(["switch", "state", "generation", "restores", "error"], rows))
-
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_term(_signum: int, _frame: Any) -> None:
-        raise SystemExit(143)  # through the CLI (which swallows KeyboardInterrupt) to cleanup
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, on_term)
-    try:
-        InnetCLI(state)
-    finally:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, previous)
-
-
-class _PromptParser(argparse.ArgumentParser):
-    """At the prompt a bad option is a message, not an exit."""
-
-    def error(self, message: str) -> Any:
-        raise InputError(f"deploy: {message} (see `help deploy`)")
-
-
-def _deploy_fields(argv: Sequence[str]) -> dict[str, Any]:
-    """The intent options of `deploy` typed at the prompt, as request fields."""
-    p = _PromptParser(prog="deploy", add_help=False)
-    _intent_args(p, workload_required=False)
-    ns, extra = p.parse_known_args(list(argv))
-    if extra:
-        raise InputError(f"deploy does not take {' '.join(extra)}")
-    given = {k: v for k, v in vars(ns).items() if k in INTENT_FIELDS}
-    if given.get("workload"):
-        given["workload"] = [str(Path(w).resolve()) for w in given["workload"]]
-    else:
-        given.pop("workload", None)  # keep the jobs running now
-    return given
+    run_prompt(state)
 
 
 # ------------------------------------------------------------------- from another shell

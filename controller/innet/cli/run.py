@@ -163,7 +163,7 @@ def register(sub: Any) -> None:
     cas.set_defaults(func=cmd_cassini)
 
 
-def _check_environment() -> None:
+def check_environment() -> None:
     for why in (require_mininet(), require_bmv2()):
         if why:
             raise InputError(f"cannot run the experiment: {why}. {NEEDS}")
@@ -173,7 +173,7 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
     from innet.emulation.aggregation import DEFAULT_STRATEGIES, Timers, run_aggregation
     from innet.table import format_table
 
-    _check_environment()
+    check_environment()
     out = args.out or default_out("aggregation")
     strategies = tuple(args.strategy) if args.strategy else DEFAULT_STRATEGIES
     try:
@@ -215,7 +215,7 @@ def cmd_cassini(args: argparse.Namespace) -> int:
     from innet.emulation.cassini_run import run_cassini
     from innet.table import format_table
 
-    _check_environment()
+    check_environment()
     out = args.out or default_out("cassini")
     try:
         result = run_cassini(args.topology, args.jobs, out, iterations=args.iterations,

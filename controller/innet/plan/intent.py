@@ -49,7 +49,7 @@ from innet.plan.program import (
     T_ROUTES,
 )
 from innet.routing import next_hops
-from innet.soar.baselines import run_strategy
+from innet.soar.baselines import STRATEGIES, run_strategy
 from innet.soar.model import Plan, Tree, check_k, make_plan, messages
 from innet.topology import Topology, check_host
 
@@ -433,3 +433,71 @@ def derive(topo: Topology, workloads: Sequence[Workload], strategy: str = "soar"
     """One call from files to intent: plan every workload with `strategy`, then the entries."""
     return network_intent(topo, [plan_job(topo, w, strategy, k, seed=seed) for w in workloads],
                           ecn_threshold, held=held)
+
+
+# ---------------------------------------------------------------------------------------------
+# The options an intent is made of
+
+
+@dataclass(frozen=True, slots=True)
+class IntentOptions:
+    """What a plan of innet's program is made from, as plain data: the front ends build it
+    once from their flags, and the control socket of a network that is up carries its JSON
+    (`to_json`, `from_json`), so flag names are never a wire format.
+
+    `ecn_threshold` None: never mark. `queue_rate`/`queue_depth` None: leave BMv2's queues as
+    they are (the switches' side channel sets them; no entry depends on them).
+    """
+
+    workloads: tuple[str, ...] = ()
+    strategy: str = "soar"
+    k: int | None = None
+    seed: int = 0
+    ecn_threshold: int | None = DEFAULT_ECN_THRESHOLD
+    queue_rate: int | None = None
+    queue_depth: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) if f != "workloads" else list(self.workloads)
+                for f in self.__slots__}
+
+    @classmethod
+    def from_json(cls, data: Any, base: IntentOptions | None = None, *,
+                  source: str | None = None) -> IntentOptions:
+        """Options from their JSON; fields left out keep `base`'s (default: the defaults), so
+        a request may change k alone and keep the jobs that run. Every field is checked by
+        type here, before anything is planned, and a bad one is named."""
+        if not isinstance(data, dict):
+            raise InputError("intent options are a JSON object", source=source)
+        unknown = set(data) - set(cls.__slots__)
+        if unknown:
+            raise InputError(f"unknown intent option(s) {', '.join(sorted(unknown))}; the "
+                             f"options are {', '.join(cls.__slots__)}", source=source)
+        merged = {**(base or cls()).to_json(), **data}
+        workloads = merged["workloads"]
+        if not isinstance(workloads, list | tuple) or not all(isinstance(w, str)
+                                                                for w in workloads):
+            raise InputError("workloads must be a list of file names", source=source)
+        if merged["strategy"] not in STRATEGIES:
+            raise InputError(f"unknown strategy {quote(merged['strategy'])}; choose from "
+                             f"{', '.join(STRATEGIES)}", source=source)
+        for name, low in (("k", 0), ("seed", 0), ("ecn_threshold", 0), ("queue_rate", 1),
+                          ("queue_depth", 1)):
+            value = merged[name]
+            if (name == "seed" and value is None) or (value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < low)):
+                raise InputError(f"{name} must be an integer >= {low}"
+                                 + ("" if name == "seed" else " or null")
+                                 + f", got {quote(value)}", source=source)
+        return cls(**{**merged, "workloads": tuple(workloads)})
+
+
+def build_intent(options: IntentOptions, topo: Topology, held: Held | None = None
+                 ) -> NetworkIntent:
+    """Every workload of `options` planned with its strategy, then the switches' intent.
+    `held`: the slot ranges the switches' aggregation entries hold now; jobs that stay keep
+    theirs (their cells may hold live sums)."""
+    workloads = [load_workload(p, topo) for p in options.workloads]
+    jobs = [plan_job(topo, w, options.strategy, options.k, seed=options.seed)
+            for w in workloads]
+    return network_intent(topo, jobs, options.ecn_threshold, held=held)

@@ -1,0 +1,137 @@
+"""The network that `innet net up` holds, and the requests that change or read it.
+
+`LiveNetwork` is what the control socket (innet.emulation.live.ControlServer) and the
+`innet>` prompt both drive: its plan as text, a move to other intent options (only the
+difference is written, by the network's own controller), a command on a host, and the reads
+the prompt shows. Requests are plain JSON: `{"op": "deploy", "options": IntentOptions JSON}`
+(fields left out keep the current ones), `{"op": "plan"}`, `{"op": "exec", "host", "argv"}`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from innet.bmv2.own_program import OwnProgram
+from innet.bmv2.thrift import run_cli
+from innet.emulation.experiment import ControlledNetwork
+from innet.errors import InputError
+from innet.p4rt.deploy import SwitchDeploy
+from innet.plan.intent import IntentOptions, NetworkIntent, build_intent, held_slots
+from innet.soar.model import phi
+from innet.topology import Topology
+
+
+@dataclass
+class LiveNetwork:
+    """The network that is up and what it holds now; requests and the prompt change it."""
+
+    topo: Topology
+    cn: ControlledNetwork
+    intent: NetworkIntent
+    options: IntentOptions  # as last deployed
+    own: OwnProgram | None = None  # --program: a user's program and its runtime files
+    program: str | None = None  # that program's file, as the user named it
+
+    def plan_text(self) -> str:
+        if self.own is not None:
+            n = sum(len(es) for es in self.own.entries().values())
+            return (f"your program {self.program}: {n} entries from the runtime files of "
+                    f"{', '.join(self.own.runtimes) or 'no switch'}")
+        if not self.intent.jobs:
+            return "no job: routes only (deploy --workload FILE to plan one)"
+        lines = []
+        for jp in self.intent.jobs:
+            red = phi(jp.tree, [])
+            lines.append(f"job {jp.workload.job} -> {jp.workload.destination}: "
+                         f"{jp.plan.strategy}, k = {jp.plan.k}, blue "
+                         f"{', '.join(jp.blue) or '(none)'}; cost {jp.plan.cost:.4g} "
+                         f"(all-red {red:.4g})")
+            t = jp.tree
+            lines.append("  tree: " + ", ".join(
+                f"{t.ids[v]}->{t.ids[int(t.parent[v])]}" for v in range(1, t.n)))
+        return "\n".join(lines)
+
+    def deploy(self, options: IntentOptions) -> dict[str, Any]:
+        """Move to `options`' plan; jobs that stay keep their slot cells."""
+        if self.own is not None:
+            raise InputError(f"the network that is up runs your program {self.program}: "
+                             "its entries come from its runtime files, not from a plan")
+        held = held_slots(self.intent.entries())
+        intent = build_intent(options, self.topo, held)
+        applied = self.cn.set_intent(intent.entries(), intent.replication())
+        self.intent, self.options = intent, options
+        return {"plan": self.plan_text(), "writes": sum(d.writes for d in applied.values()),
+                "switches": {n: change_summary(d) for n, d in applied.items() if d.writes}}
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One request of the control socket; bad ones raise InputError (exit 2 there)."""
+        op = request.get("op")
+        if op == "deploy":
+            return self.deploy(IntentOptions.from_json(request.get("options"), self.options,
+                                                       source="deploy request"))
+        if op == "plan":
+            return {"plan": self.plan_text()}
+        if op == "exec":
+            return self.run_on_host(request.get("host"), request.get("argv"),
+                                    float(request.get("timeout", 60)))
+        raise InputError(f"unknown request {op!r} (deploy, plan, exec)")
+
+    def run_on_host(self, host: Any, argv: Any, timeout: float) -> dict[str, Any]:
+        """`argv` on `host`, inside its namespace: what it printed and its exit status."""
+        if host not in self.topo.hosts:
+            raise InputError(f"no host {host!r} in {self.topo.name}")
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise InputError("exec takes a command: a list of strings")
+        proc = self.cn.host(str(host)).popen(argv, stdin=None)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except Exception:
+            proc.kill()
+            proc.wait()
+            raise InputError(f"{argv[0]} on {host} did not end in time") from None
+        return {"stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace"),
+                "returncode": proc.returncode}
+
+    def check_switch(self, name: str) -> str:
+        if name not in self.cn.addresses:
+            raise InputError(f"name a switch: {', '.join(self.cn.addresses)}")
+        return name
+
+    def table_lines(self, switch: str) -> list[str]:
+        """Every entry (and multicast group) the controller manages on `switch`, in words."""
+        pipeline = self.cn.controller.pipeline
+        session = self.cn.controller.session(self.check_switch(switch))
+        lines = [pipeline.schema.describe(e) for e in session.read_entries(
+            pipeline.managed.tables, pipeline.managed.default_tables)]
+        if pipeline.managed.replication:
+            lines += [str(r) for r in session.read_replication()]
+        return lines
+
+    def counter_lines(self, switch: str, names: list[str]) -> list[str]:
+        """Packets and bytes of each non-zero cell of the counters named (default: all)."""
+        session = self.cn.controller.session(self.check_switch(switch))
+        lines = []
+        for name in names or self.cn.controller.pipeline.managed.counters:
+            cells = session.read_counters(name)
+            shown = ", ".join(f"[{i}] {p} pkts/{b} B" for i, (p, b) in sorted(cells.items())
+                              if p or b)
+            lines.append(f"{name}: {shown or 'all zero'}")
+        return lines
+
+    def register_lines(self, switch: str, name: str, indices: list[str]) -> list[str]:
+        """Cells of a register, read through the switch's thrift side channel."""
+        text = run_cli(self.cn.addresses[self.check_switch(switch)],
+                       [f"register_read {name} {i}" for i in indices or ["0"]])
+        return [x for x in text.splitlines() if "=" in x or "[" in x]
+
+    def switch_rows(self) -> list[list[Any]]:
+        """Each switch as the controller sees it: state, generation, restores, last error."""
+        return [[n, v.state, v.synced, v.restores, v.error or ""]
+                for n, v in self.cn.controller.views().items()]
+
+
+def change_summary(d: SwitchDeploy) -> str:
+    """`+2 ~0 -1`: what a deploy inserted, modified and deleted on one switch."""
+    diff = d.diff
+    return f"+{len(diff.insert)} ~{len(diff.modify)} -{len(diff.delete)}"
