@@ -66,3 +66,37 @@ def test_the_api_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     runpy.run_path(str(ROOT / "examples" / "api_plan_and_deploy.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "SOAR picks" in out and "dry run: 15 program loads" in out
+
+
+def test_the_ns3_page_stays_a_design_document() -> None:
+    """Its measurement log moved to docs/results/ once (866 lines, most of them before/after
+    runs); a page past this length is growing into one again."""
+    assert len((ROOT / "docs" / "cassini-ns3.md").read_text().splitlines()) < 250
+
+
+_SHARES = re.compile(r"summed over draws: JCT mean (\S+) \(of ([^)]+)\), p99 (\S+) \(of ([^)]+)\)")
+
+
+def _printed_shares(name: str) -> tuple[str, str, str, str]:
+    """The mean and p99 shares (and their pooled gaps) that a committed sweep printed."""
+    text = (ROOT / "docs" / "results" / "cassini-traces" / name).read_text()
+    found = _SHARES.search(text)
+    assert found, name
+    mean, mean_gap, p99, p99_gap = found.groups()
+    return mean.rstrip(","), mean_gap, p99, p99_gap
+
+
+@pytest.mark.parametrize("page", ["docs/cassini-ns3.md", "docs/results/README.md"])
+def test_the_sweep_shares_quoted_are_the_ones_the_sweep_printed(page: str) -> None:
+    """A share the sweep printed as n/a (the base within noise of the ideal) must not be
+    quoted as a number, nor a number changed: each table row naming a sweep's raw output
+    carries that output's mean / p99 shares."""
+    rows = [line for line in (ROOT / page).read_text().splitlines()
+            if line.startswith("|") and re.search(r"`(fluid|ns3)-[\w.-]+\.txt`", line)]
+    assert rows, page
+    for row in rows:
+        name = re.search(r"`((?:fluid|ns3)-[\w.-]+\.txt)`", row)
+        assert name
+        mean, mean_gap, p99, p99_gap = _printed_shares(name.group(1))
+        assert (f"{mean} / {p99}" in row
+                or f"{mean} ({mean_gap}) / {p99} ({p99_gap})" in row), (page, row)
