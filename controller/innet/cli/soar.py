@@ -76,7 +76,14 @@ def register(sub: Any) -> None:
         ),
     )
     ssub = soar.add_subparsers(dest="soar_command", metavar="SUBCOMMAND", required=True)
+    _register_solve(ssub)
+    _register_compare(ssub)
+    _register_gen(ssub)
+    _register_online(ssub)
+    _register_exp(ssub)
 
+
+def _register_solve(ssub: Any) -> None:
     solve = ssub.add_parser(
         "solve",
         help="plan one instance with one strategy",
@@ -94,6 +101,8 @@ def register(sub: Any) -> None:
     solve.add_argument("--force", action="store_true", help=FORCE_HELP)
     solve.set_defaults(func=cmd_solve)
 
+
+def _register_compare(ssub: Any) -> None:
     compare = ssub.add_parser(
         "compare",
         help="every strategy side by side on one instance",
@@ -111,6 +120,8 @@ def register(sub: Any) -> None:
     compare.add_argument("--force", action="store_true", help=FORCE_HELP)
     compare.set_defaults(func=cmd_compare)
 
+
+def _register_gen(ssub: Any) -> None:
     gen = ssub.add_parser(
         "gen",
         help="write a generated instance (binary or random tree)",
@@ -147,6 +158,8 @@ def register(sub: Any) -> None:
                      help="generate even when the memory estimate exceeds what is available")
     gen.set_defaults(func=cmd_gen)
 
+
+def _register_online(ssub: Any) -> None:
     online = ssub.add_parser(
         "online",
         help="plan a sequence of workloads with bounded switch capacity",
@@ -170,6 +183,8 @@ def register(sub: Any) -> None:
     online.add_argument("--force", action="store_true", help=FORCE_HELP)
     online.set_defaults(func=cmd_online)
 
+
+def _register_exp(ssub: Any) -> None:
     exp = ssub.add_parser(
         "experiment",
         help="reproduce a figure of the SOAR paper: CSV, plots and summary.md",
