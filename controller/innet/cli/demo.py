@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from innet.cli.options import add_json
 from innet.cli.outpaths import output_dir
 from innet.jsonout import print_json
 from innet.shipped import examples_dir, shipped_file, topologies_dir
@@ -47,8 +48,7 @@ def register(sub: Any) -> None:
     demo.add_argument("--quick", action="store_true", help="smaller runs (about a minute)")
     demo.add_argument("--skip-emulation", action="store_true",
                       help="do not start Mininet even if it could run")
-    demo.add_argument("--json", action="store_true",
-                      help='print {"out", "ran", "skipped"} at the end (the progress goes to '
+    add_json(demo, 'print {"out", "ran", "skipped"} at the end (the progress goes to '
                            "standard error)")
     demo.set_defaults(func=cmd_demo)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from innet.bmv2.own_program import OwnProgram, load_own_program
 from innet.cli.argtypes import SEED, K, int_in
+from innet.cli.outpaths import output_dir
 from innet.errors import InputError
 from innet.plan.intent import DEFAULT_ECN_THRESHOLD, IntentOptions
 from innet.soar.baselines import STRATEGIES
@@ -107,3 +108,14 @@ def own_program(args: argparse.Namespace, topo: Topology) -> OwnProgram:
         raise InputError(f"{given[0]} is an option of innet's own program; with --program the "
                          "switches' entries come from runtime files (--runtime)")
     return load_own_program(topo, args.program, args.p4info, args.runtime)
+
+
+def add_force(p: Any, help: str) -> None:
+    """--force: run although an estimate (memory, time) says the machine is too small."""
+    p.add_argument("--force", action="store_true", help=help)
+
+
+def add_out_dir(p: Any, help: str, *, required: bool = False) -> None:
+    """--out: the run folder, checked creatable before any work starts."""
+    p.add_argument("--out", type=output_dir, default=None, required=required, metavar="DIR",
+                   help=help)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from innet.cli.argtypes import float_in, int_in
+from innet.cli.options import add_json
 from innet.cli.outpaths import image_file
 from innet.errors import InputError
 from innet.jsonout import print_json
@@ -233,8 +234,7 @@ def register(sub: Any) -> None:
                    help="timeline bins over the capture's span")
     s.add_argument("--bin-ms", type=float_in(0.001, 3_600_000), default=None,
                    help="timeline bin width in ms (default: the span / --bins)")
-    s.add_argument("--json", action="store_true",
-                   help='print {"packets", "non_ipv4_packets", "duration_s", "flows": [{"src", '
+    add_json(s, 'print {"packets", "non_ipv4_packets", "duration_s", "flows": [{"src", '
                         '"dst", "proto", "sport", "dport", "packets", "bytes", "ect", "ce", '
                         '"duration_s"}], "timeline": {"bin_s", "bytes", "packets", "ce"}}')
     s.set_defaults(func=cmd_summary)

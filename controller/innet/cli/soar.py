@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from innet.cli.argtypes import PROCESSES, SEED, K, int_in
+from innet.cli.argtypes import PROCESSES, K, int_in
 from innet.cli.oldflags import renamed
+from innet.cli.options import add_force, add_json, add_seed
 from innet.cli.outpaths import output_dir, output_file
 from innet.errors import InputError
 from innet.jsonout import dumps, print_json
@@ -94,11 +95,10 @@ def _register_solve(ssub: Any) -> None:
               help="at most this many blue switches (an integer >= 0; required)")
     solve.add_argument("--strategy", default="soar", choices=list(STRATEGIES),
                        help="soar is optimal; the others are the paper's baselines")
-    solve.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
-    solve.add_argument("--json", action="store_true",
-                       help='print {"instance", "switches", "height", "messages", "strategy", '
+    add_seed(solve, "the random strategy")
+    add_json(solve, 'print {"instance", "switches", "height", "messages", "strategy", '
                             '"k", "cost", "all_red_cost", "ratio", "blue"}')
-    solve.add_argument("--force", action="store_true", help=FORCE_HELP)
+    add_force(solve, FORCE_HELP)
     solve.set_defaults(func=cmd_solve)
 
 
@@ -112,12 +112,11 @@ def _register_compare(ssub: Any) -> None:
     compare.add_argument("instance", metavar="INSTANCE.json", nargs="?",
                          help=f"the instance file (default: {DEFAULT_INSTANCE})")
     _k_option(compare, default=16, help="at most this many blue (aggregating) switches")
-    compare.add_argument("--seed", type=SEED, default=0, help="seed of the random strategy")
-    compare.add_argument("--json", action="store_true",
-                         help='print {"instance", "switches", "height", "messages", "k", '
+    add_seed(compare, "the random strategy")
+    add_json(compare, 'print {"instance", "switches", "height", "messages", "k", '
                               '"strategies": [{"strategy", "k", "cost", "all_red_cost", '
                               '"ratio", "blue"}, ...]}')
-    compare.add_argument("--force", action="store_true", help=FORCE_HELP)
+    add_force(compare, FORCE_HELP)
     compare.set_defaults(func=cmd_compare)
 
 
@@ -146,16 +145,14 @@ def _register_gen(ssub: Any) -> None:
                      help="uniform in [1, 10] or power-law (Pareto 1.5)")
     gen.add_argument("--rates", choices=RATE_REGIMES, default="constant",
                      help="constant 1, linear 1+level, exponential 2^level (capped at 1e15)")
-    gen.add_argument("--seed", type=SEED, default=0, help="seed of the loads (and the shape)")
+    add_seed(gen, "the loads (and the shape)")
     gen.add_argument("--max-children", type=int_in(1, 1_000_000), default=4,
                      help="children per switch at most (random trees only)")
     gen.add_argument("-o", "--output", type=output_file(), metavar="FILE",
                      help="file to write (default: standard output)")
-    gen.add_argument("--json", action="store_true",
-                     help='with -o, print {"wrote", "switches", "messages"}; without -o the '
+    add_json(gen, 'with -o, print {"wrote", "switches", "messages"}; without -o the '
                           "instance printed is JSON already")
-    gen.add_argument("--force", action="store_true",
-                     help="generate even when the memory estimate exceeds what is available")
+    add_force(gen, "generate even when the memory estimate exceeds what is available")
     gen.set_defaults(func=cmd_gen)
 
 
@@ -175,12 +172,10 @@ def _register_online(ssub: Any) -> None:
                         help="workloads planned one after the other")
     online.add_argument("--capacity", type=int_in(0, 2**31 - 1), default=4,
                         help="workloads each switch may aggregate for, a(s)")
-    online.add_argument("--seed", type=SEED, default=0,
-                        help="seed of the workloads and of the random strategy")
-    online.add_argument("--json", action="store_true",
-                        help='print {"instance", "workloads", "k", "capacity", "strategies": '
+    add_seed(online, "the workloads and of the random strategy")
+    add_json(online, 'print {"instance", "workloads", "k", "capacity", "strategies": '
                              '[{"strategy", "running_ratio": [after 1, 2, ...]}, ...]}')
-    online.add_argument("--force", action="store_true", help=FORCE_HELP)
+    add_force(online, FORCE_HELP)
     online.set_defaults(func=cmd_online)
 
 
@@ -211,8 +206,7 @@ def _register_exp(ssub: Any) -> None:
                      help="worker processes (default: all cores)")
     renamed(exp, "--jobs", "--processes", "soar experiment",
             "--jobs names a jobs file in the cassini and run commands")
-    exp.add_argument("--json", action="store_true",
-                     help='print {"experiment", "points", "seconds", "files"}')
+    add_json(exp, 'print {"experiment", "points", "seconds", "files"}')
     exp.set_defaults(func=cmd_experiment)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from innet.cli.argtypes import float_in, int_in
 from innet.cli.oldflags import renamed
+from innet.cli.options import add_json
 from innet.cli.outpaths import output_file
 from innet.errors import InputError
 from innet.jsonout import print_json
@@ -51,8 +52,7 @@ def register(sub: Any) -> None:
                      help="leafspine: spines (default 2)")
     gen.add_argument("-o", "--output", type=output_file(), metavar="FILE",
                      help="file to write (default: standard output)")
-    gen.add_argument("--json", action="store_true",
-                     help='with -o, print {"wrote", "hosts", "switches", "links"}; without '
+    add_json(gen, 'with -o, print {"wrote", "hosts", "switches", "links"}; without '
                           "-o the topology printed is JSON already")
     gen.set_defaults(func=cmd_gen)
     check = tsub.add_parser("check", help="load a topology and summarise it, or say what is "
@@ -64,8 +64,7 @@ def register(sub: Any) -> None:
                                         "exist), and one line says what innet reads but does "
                                         "not act on (link delays, host commands, cli_input).")
     check.add_argument("file", help="the topology file")
-    check.add_argument("--json", action="store_true",
-                       help='print {"name", "hosts", "switches", "remote", "links", '
+    add_json(check, 'print {"name", "hosts", "switches", "remote", "links", '
                             '"destination", "ports": {switch: {port: neighbour}}, '
                             '"runtime_json": {switch: path}, "ignored" (a line or null)}')
     check.set_defaults(func=cmd_check)
