@@ -5,7 +5,7 @@
 # nothing. What it cannot do here (not root, no toolchain) it skips, and says so at the end in
 # plain words; the Python set-up always finishes. See `./setup.sh --help` and README.md.
 #
-# Sourced (`source setup.sh`), it only defines its functions: tests/test_setup.py checks how it
+# Sourced (`source setup.sh`), it only defines its functions: tests/repository/test_setup.py checks how it
 # finds the bundle and picks Python that way, with a PATH of its own.
 set -euo pipefail
 

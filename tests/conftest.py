@@ -48,7 +48,7 @@ def no_p4runtime_threads_left() -> Iterator[None]:
     assert not [t for t in left if t.is_alive()], "a P4Runtime client was not closed"
 
 
-# The property tests of refused inputs (tests/test_inputs_properties.py) run at least 200
+# The property tests of refused inputs (tests/inputs/test_properties.py) run at least 200
 # examples each, here and in CI; derandomised, so a green suite stays green.
 from hypothesis import HealthCheck, settings  # noqa: E402
 

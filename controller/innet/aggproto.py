@@ -4,7 +4,7 @@ No sockets and no clocks here: every method takes the time and the packets it is
 returns the packets to send, so the same code runs on hosts (controller/innet/emulation/agghost.py
 wraps it in sockets), in the property test (tests/test_aggproto.py drives it through a
 simulated lossy network) and, for the switch, as the reference the P4 program is compared
-with (tests/bmv2/test_bmv2_faults.py sends one packet sequence to both). The protocol itself is
+with (tests/bmv2/test_faults.py sends one packet sequence to both). The protocol itself is
 written down in docs/aggregation-protocol.md.
 
 `SwitchModel` is p4src/aggregate.p4 line by line: a pool of cells, each holding the owner job,

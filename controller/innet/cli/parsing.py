@@ -14,7 +14,7 @@ from innet.errors import one_line
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every option's help ends with its default, unless the help already says it (or there
     is none to say: a flag, or a default of None that the help explains); a required option's
-    help says "required" (tests/test_cli_help.py walks every parser). A description
+    help says "required" (tests/cli/test_help.py walks every parser). A description
     written with line breaks is kept as written; one without is wrapped."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 
 from innet.cli import doctor
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # an interpreter that sees none of innet's dependencies: isolated (-I), no site-packages (-S)
 BARE = [sys.executable, "-I", "-S", "-c",

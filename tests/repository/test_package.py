@@ -24,7 +24,7 @@ import pytest
 
 from innet.testing.netns import outside_network
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {"p4src": ("innet.json", "innet.p4info.txtpb", "innet.p4"),
            "topologies": ("bt15.json", "fattree4.json", "leafspine24.json"),
            "examples": ("workload-bt15.json", "jobs-13.json", "jobs-vgg19-pair.json",

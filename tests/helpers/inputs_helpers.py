@@ -15,7 +15,7 @@ from typing import Any
 
 from innet.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BT15 = ROOT / "topologies" / "bt15.json"
 WORKLOAD = ROOT / "examples" / "workload-bt15.json"
 PAIR = ROOT / "examples" / "jobs-vgg19-pair.json"

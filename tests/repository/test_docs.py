@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 SETUP_AND_MAIN = "./setup.sh && .venv/bin/innet demo"
 TESTS = "./setup.sh && .venv/bin/python -m pytest"

@@ -33,7 +33,7 @@ from soar_oracle import RawInstance, exhaustive
 
 from innet.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BT15 = str(ROOT / "topologies" / "bt15.json")
 LEAFSPINE = str(ROOT / "topologies" / "leafspine24.json")
 PAIR = str(ROOT / "examples" / "jobs-vgg19-pair.json")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 SKIPPING = '''
 import pytest
@@ -26,7 +26,7 @@ def test_plain():
 
 
 def _run(tmp_path: Path, require: str | None) -> subprocess.CompletedProcess[str]:
-    shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_x.py").write_text(SKIPPING)
     env = {k: v for k, v in os.environ.items() if k != "INNET_REQUIRE_P4"}
     if require is not None:

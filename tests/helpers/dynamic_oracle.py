@@ -11,7 +11,7 @@ scheduler could keep the arrivals to themselves.
 
 Run as a script it prints, per occupancy, the draws of the 24-server leaf-spine's dynamic
 trace (seed 0 unless told, 10-20 iterations, the running jobs where CASSINI placed them)
-where sharing is forced: `python tests/dynamic_oracle.py 0.5 0.6667 [--seed S] [--draws N]`.
+where sharing is forced: `python tests/helpers/dynamic_oracle.py 0.5 0.6667 [--seed S] [--draws N]`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def forced_draws(occupancy: float, draws: int = 20,
     from innet.cassini.traces import make_trace, plan_trace
     from innet.topology import load_topology
 
-    topo = load_topology(Path(__file__).resolve().parents[1] / "topologies" /
+    topo = load_topology(Path(__file__).resolve().parents[2] / "topologies" /
                          "leafspine24.json")
     racks = dict(cluster_from_topology(topo).racks)
     out: dict[str, list[int]] = {"base": [], "cassini": []}

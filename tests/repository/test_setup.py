@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "setup.sh"
 BASH = shutil.which("bash") or "/bin/bash"
 
