@@ -17,13 +17,19 @@ from p4rt_helpers import eventually, fake_addresses
 
 from innet.bmv2.own_program import load_own_program, runtime_paths
 from innet.cli import main
-from innet.cli.deploy import describe_replication
 from innet.errors import InputError
 from innet.p4rt.client import SwitchClient, WriteError
 from innet.p4rt.controller import Controller
 from innet.p4rt.deploy import deploy
 from innet.p4rt.encode import EncodeError, entry_from_proto, normalise, table_entry
-from innet.p4rt.entities import CloneSession, Entry, Match, MulticastGroup, Replica
+from innet.p4rt.entities import (
+    CloneSession,
+    Entry,
+    Match,
+    MulticastGroup,
+    Replica,
+    describe_replication,
+)
 from innet.p4rt.runtime import (
     RuntimeFile,
     load_runtime,

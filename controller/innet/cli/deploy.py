@@ -31,7 +31,6 @@ from innet.names import natural_key
 from innet.p4rt.client import SwitchAddress
 from innet.p4rt.deploy import (
     DeployResult,
-    Replication,
     SwitchStatus,
     deploy,
     diff,
@@ -40,7 +39,7 @@ from innet.p4rt.deploy import (
     status,
 )
 from innet.p4rt.encode import normalise
-from innet.p4rt.entities import Describe, Entry, MulticastGroup
+from innet.p4rt.entities import Describe, Entry, describe_replication
 from innet.p4rt.probe import probe
 from innet.p4rt.schema import Pipeline
 from innet.plan.intent import JobPlan, build_intent, held_slots
@@ -333,17 +332,6 @@ def deploy_own(args: argparse.Namespace, topo: Topology, own: OwnProgram) -> int
               + (" and the replication engine" if pipeline.managed.replication else ""))
         print_deploy(result, list(entries), describe_own)
     return _deploy_exit(result, len(entries))
-
-
-def describe_replication(r: Replication) -> str:
-    """`multicast group 1 -> port 1 (instance 1), port 2 (instance 1)`, or a clone session."""
-    reps = ", ".join(f"port {x.port} (instance {x.instance})" for x in r.replicas) or "nowhere"
-    if isinstance(r, MulticastGroup):
-        return f"multicast group {r.group_id} -> {reps}"
-    extra = "".join([f", class of service {r.class_of_service}" if r.class_of_service else "",
-                     f", cut to {r.packet_length_bytes} bytes" if r.packet_length_bytes
-                     else ""])
-    return f"clone session {r.session_id} -> {reps}{extra}"
 
 
 def print_deploy(result: DeployResult, order: Sequence[str] | None = None,

@@ -118,3 +118,14 @@ def describe_entry(entry: Entry) -> str:
     where = "default" if entry.default else f"[{match}]"
     prio = f" priority {entry.priority}" if entry.priority else ""
     return f"{entry.table} {where}{prio} -> {entry.action}({args})"
+
+
+def describe_replication(r: MulticastGroup | CloneSession) -> str:
+    """`multicast group 1 -> port 1 (instance 1), port 2 (instance 1)`, or a clone session."""
+    reps = ", ".join(f"port {x.port} (instance {x.instance})" for x in r.replicas) or "nowhere"
+    if isinstance(r, MulticastGroup):
+        return f"multicast group {r.group_id} -> {reps}"
+    extra = "".join([f", class of service {r.class_of_service}" if r.class_of_service else "",
+                     f", cut to {r.packet_length_bytes} bytes" if r.packet_length_bytes
+                     else ""])
+    return f"clone session {r.session_id} -> {reps}{extra}"
