@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from innet.cassini.geometry import best_shifts
-from innet.cassini.profiles import load_jobs, zoo_job
-from innet.cassini.scheduler import schedule
+from innet.cassini.model.geometry import best_shifts
+from innet.cassini.model.profiles import load_jobs, zoo_job
+from innet.cassini.placement.scheduler import schedule
 from innet.table import format_table
 from innet.topology import load_topology
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from innet.cassini.fluid import FluidConfig, simulate_parts
-from innet.cassini.profiles import load_jobs
-from innet.cassini.scheduler import schedule
-from innet.cassini.sweep import draw_pinned
+from innet.cassini.experiments.placement_sweep import draw_pinned
+from innet.cassini.model.profiles import load_jobs
+from innet.cassini.placement.scheduler import schedule
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import simulate_parts
 from innet.table import format_table
 from innet.topology import load_topology
 

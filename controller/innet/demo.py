@@ -68,15 +68,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
-    from innet.cassini.evaluation import (
+    from innet.cassini.experiments.evaluation import (
         evaluate_cluster,
         evaluate_link,
         evaluation_text,
         write_report,
     )
-    from innet.cassini.fluid import FluidConfig
-    from innet.cassini.geometry import DEFAULT_PRECISION_DEG
-    from innet.cassini.profiles import load_jobs
+    from innet.cassini.model.geometry import DEFAULT_PRECISION_DEG
+    from innet.cassini.model.profiles import load_jobs
+    from innet.cassini.sim.fluid import FluidConfig
     from innet.emulation.net import require_bmv2, require_mininet
     from innet.soar.baselines import compare_text
     from innet.soar.experiments import run_experiment

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from innet.cassini.fluid import FluidConfig
-from innet.cassini.profiles import load_jobs
-from innet.cassini.sweep import sweep
+from innet.cassini.experiments.placement_sweep import sweep
+from innet.cassini.model.profiles import load_jobs
+from innet.cassini.sim.fluid import FluidConfig
 from innet.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]

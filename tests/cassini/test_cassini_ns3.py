@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from ns3_helpers import needs_ns3
 
-from innet.cassini.evaluation import evaluate_cluster, evaluate_link
-from innet.cassini.fluid import FluidConfig
-from innet.cassini.ns3engine import (
+from innet.cassini.experiments.evaluation import evaluate_cluster, evaluate_link
+from innet.cassini.model.profiles import load_jobs, zoo_job
+from innet.cassini.placement.scheduler import ring_hops, schedule
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.ns3 import (
     Ns3Engine,
     Ns3Settings,
     build_config,
@@ -26,9 +28,7 @@ from innet.cassini.ns3engine import (
     run_of_plan,
     trace_config,
 )
-from innet.cassini.profiles import load_jobs, zoo_job
-from innet.cassini.scheduler import ring_hops, schedule
-from innet.cassini.tracesim import TraceJobRun, TraceSchedule, traffic_of
+from innet.cassini.sim.trace import TraceJobRun, TraceSchedule, traffic_of
 from innet.cli import main
 from innet.errors import InputError
 from innet.routing import host_path, next_hops

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from innet.cassini.geometry import score_at
-from innet.cassini.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
-from innet.cassini.scheduler import (
+from innet.cassini.model.geometry import score_at
+from innet.cassini.model.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
+from innet.cassini.placement.scheduler import (
     Cluster,
     Placement,
     Proposal,

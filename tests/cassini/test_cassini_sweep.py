@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from innet.cassini.fluid import FluidConfig, simulate, simulate_parts
-from innet.cassini.profiles import load_jobs
-from innet.cassini.scheduler import DEFAULT_CHECK, schedule
-from innet.cassini.sweep import draw_pinned, run_draw, summarise
+from innet.cassini.experiments.placement_sweep import draw_pinned, run_draw, summarise
+from innet.cassini.model.profiles import load_jobs
+from innet.cassini.placement.scheduler import DEFAULT_CHECK, schedule
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import simulate, simulate_parts
 from innet.cli import main
 from innet.topology import load_topology
 

@@ -11,27 +11,22 @@ import pytest
 from dynamic_oracle import avoidable, forced, forced_draws
 from ns3_helpers import needs_ns3
 
-from innet.cassini.fluid import FluidConfig, FluidResult, JobRun
-from innet.cassini.geometry import best_shifts
-from innet.cassini.profiles import single_phase_job, zoo_job
-from innet.cassini.scheduler import cluster_from_topology, schedule
-from innet.cassini.sweep import _with_idle
-from innet.cassini.traces import (
-    Trace,
-    TraceJob,
-    jct_share,
-    load_trace,
-    make_trace,
-    plan_trace,
-)
-from innet.cassini.tracesim import TraceJobRun, TraceSchedule, simulate_trace
-from innet.cassini.tracesweep import (
+from innet.cassini.experiments.placement_sweep import with_idle
+from innet.cassini.experiments.replay import jct_share, plan_trace
+from innet.cassini.experiments.trace_sweep import (
     TraceDraw,
     TraceFigures,
     evaluate_trace,
     summarise_traces,
     trace_sweep_text,
 )
+from innet.cassini.experiments.traces import Trace, TraceJob, load_trace, make_trace
+from innet.cassini.model.geometry import best_shifts
+from innet.cassini.model.profiles import single_phase_job, zoo_job
+from innet.cassini.placement.scheduler import cluster_from_topology, schedule
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import FluidResult, JobRun
+from innet.cassini.sim.trace import TraceJobRun, TraceSchedule, simulate_trace
 from innet.cli import main
 from innet.errors import InputError
 from innet.topology import load_topology
@@ -330,7 +325,7 @@ def test_running_only_bound_pools_every_job() -> None:
     jobs = [zoo_job("VGG19", "run", 2), zoo_job("DLRM", "new", 2)]
     plan = schedule(topo, jobs, candidates=1, checked=0).base
     measured = FluidResult("r", (JobRun("run", 240.0, (480.0,) * 3, 0.0, 0),), (), 1.0)
-    out = _with_idle(measured, plan, 3)
+    out = with_idle(measured, plan, 3)
     assert [j.name for j in out.jobs] == ["run", "new"]
     assert out.summary(True)[0] == pytest.approx(1.5)  # (2 x 3 + 1 x 3) / 6
 
@@ -431,14 +426,14 @@ def test_ns3_trace_without_contention_is_the_ideal() -> None:
     the fluid model (the packet-time compensation takes out the bound of what packets add,
     the iteration floor the bound's slack), and a job waits for the one whose GPUs it was
     given."""
-    from innet.cassini.ns3engine import Ns3Engine, Ns3Settings
+    from innet.cassini.sim.ns3 import Ns3Engine, Ns3Settings
 
     topo = load_topology(LEAFSPINE)
     a, b, c = zoo_job("VGG19", "a", 2), zoo_job("DLRM", "b", 2), zoo_job("VGG16", "c", 2)
     racks = {"a": ("h1", "h2"), "b": ("h5", "h6"), "c": ("h1", "h2")}
     jobs = [TraceJobRun(a, 0.0, 0.0, (), 3), TraceJobRun(b, 50.0, 50.0, (), 4),
             TraceJobRun(c, 100.0, 100.0, ("a",), 2)]
-    from innet.cassini.tracesim import traffic_of
+    from innet.cassini.sim.trace import traffic_of
 
     routes = {"a": (("h1", "l1", "h2"), ("h2", "l1", "h1")),
               "b": (("h5", "l2", "h6"), ("h6", "l2", "h5")),
@@ -470,7 +465,7 @@ def test_ns3_trace_without_contention_is_the_ideal() -> None:
 def test_an_ns3_draws_runs_at_once_give_what_they_give_one_after_the_other() -> None:
     """A draw's engine runs (three arms and the measured ideal) are separate processes: run
     two at a time they give the same draw, to the last figure."""
-    from innet.cassini.ns3engine import Ns3Engine
+    from innet.cassini.sim.ns3 import Ns3Engine
 
     topo = load_topology(LEAFSPINE)
     trace = make_trace("snapshot", topo, 0, 1, iterations=(2, 3))
@@ -486,14 +481,14 @@ def test_an_ns3_draws_runs_at_once_give_what_they_give_one_after_the_other() -> 
 def test_replanned_shifts_move_running_jobs_least() -> None:
     """A re-plan translates each component by one common time: relative shifts (what the
     links' interleaving depends on) stay the plan's, and a running job keeps its shift."""
-    from innet.cassini.traces import _keep_running
+    from innet.cassini.experiments.replay import keep_running
 
     topo = load_topology(LEAFSPINE)
     jobs = [replace(zoo_job("VGG19", "a", 2), hosts=("h1", "h5")),
             replace(zoo_job("VGG19", "b", 2), hosts=("h2", "h6"))]
     plan = schedule(topo, jobs, candidates=1, checked=0).base_shifted
     assert plan.shifts_ms["b"] != plan.shifts_ms["a"]  # they share the l1-l2 links
-    kept = _keep_running(plan, {"b": 10.0})
+    kept = keep_running(plan, {"b": 10.0})
     assert kept["b"] == pytest.approx(10.0)
     rel = (plan.shifts_ms["b"] - plan.shifts_ms["a"]) % 240
     assert (kept["b"] - kept["a"]) % 240 == pytest.approx(rel)
@@ -506,7 +501,7 @@ def test_unknown_trace_kind_is_refused() -> None:
 
 def test_the_ns3_run_is_bounded_by_cpu_time_not_the_wall_clock(tmp_path: Path) -> None:
     """A starved run is not a stuck one: the bound is the program's CPU time."""
-    from innet.cassini.ns3engine import run_config
+    from innet.cassini.sim.ns3 import run_config
 
     spin = tmp_path / "spin"
     spin.write_text("#!/bin/sh\nwhile :; do :; done\n")

@@ -13,9 +13,9 @@ docs/cassini-planner.md).
 - `plots`, `cli`: figures and the `innet cassini` commands.
 """
 
-from innet.cassini.geometry import LinkSolution, best_shifts, score_at, unified_circle
-from innet.cassini.profiles import JobProfile, Phase, load_jobs, zoo_job
-from innet.cassini.scheduler import ClusterPlan, plan_cluster, schedule
+from innet.cassini.model.geometry import LinkSolution, best_shifts, score_at, unified_circle
+from innet.cassini.model.profiles import JobProfile, Phase, load_jobs, zoo_job
+from innet.cassini.placement.scheduler import ClusterPlan, plan_cluster, schedule
 
 __all__ = ["ClusterPlan", "JobProfile", "LinkSolution", "Phase", "best_shifts", "load_jobs",
            "plan_cluster", "schedule", "score_at", "unified_circle", "zoo_job"]

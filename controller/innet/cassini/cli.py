@@ -12,30 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from innet.argtypes import SEED, float_in, int_in, positive_float
-from innet.cassini.engine import ENGINES, Engine, make_engine
-from innet.cassini.evaluation import (
+from innet.cassini.experiments.evaluation import (
     evaluate_cluster,
     evaluate_link,
     evaluation_text,
     write_report,
 )
-from innet.cassini.fluid import FluidConfig
-from innet.cassini.geometry import (
-    DEFAULT_PRECISION_DEG,
-    best_shifts,
-    check_capacity,
-    check_precision,
-)
-from innet.cassini.profiles import (
-    JOB_NAME,
-    JOB_NAME_RULE,
-    JobProfile,
-    load_jobs,
-    load_zoo,
-    zoo_assumptions,
-)
-from innet.cassini.scheduler import Schedule, schedule
-from innet.cassini.traces import (
+from innet.cassini.experiments.traces import (
     DEFAULT_ITERATIONS,
     DEFAULT_LOAD,
     DEFAULT_OCCUPANCY,
@@ -43,6 +26,23 @@ from innet.cassini.traces import (
     KINDS,
     MAX_TRACE_JOBS,
 )
+from innet.cassini.model.geometry import (
+    DEFAULT_PRECISION_DEG,
+    best_shifts,
+    check_capacity,
+    check_precision,
+)
+from innet.cassini.model.profiles import (
+    JOB_NAME,
+    JOB_NAME_RULE,
+    JobProfile,
+    load_jobs,
+    load_zoo,
+    zoo_assumptions,
+)
+from innet.cassini.placement.scheduler import Schedule, schedule
+from innet.cassini.sim.engine import ENGINES, Engine, make_engine
+from innet.cassini.sim.fluid import FluidConfig
 from innet.errors import InputError, one_line, quote
 from innet.jsonout import dumps, print_json
 from innet.outpaths import output_dir, output_file
@@ -527,7 +527,7 @@ def _occupancy(args: argparse.Namespace, kind: str | None) -> float:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from innet.cassini.traces import make_trace
+    from innet.cassini.experiments.traces import make_trace
 
     topo = load_topology(args.topology)
     trace = make_trace(args.kind, topo, args.seed, args.index, count=args.trace_jobs,
@@ -554,15 +554,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def _evaluate_trace(args: argparse.Namespace, config: FluidConfig,
                     engine: Engine | None) -> int:
-    from innet.cassini.scheduler import DEFAULT_CHECK
-    from innet.cassini.traces import check_fits, load_trace
-    from innet.cassini.tracesweep import evaluate_trace, evaluation_trace_text
+    from innet.cassini.experiments.trace_sweep import evaluate_trace, evaluation_trace_text
+    from innet.cassini.experiments.traces import check_fits, load_trace
+    from innet.cassini.placement.scheduler import DEFAULT_CHECK
 
     if args.topology is None:
         raise InputError("--trace needs --topology (the cluster the jobs arrive in)")
     topo = load_topology(args.topology)
     trace = load_trace(args.trace)
-    from innet.cassini.scheduler import cluster_from_topology
+    from innet.cassini.placement.scheduler import cluster_from_topology
 
     check_fits(trace, cluster_from_topology(topo))
     agents = replace(DEFAULT_CHECK, threshold_kb=config.threshold_kb,
@@ -643,8 +643,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import time
 
-    from innet.cassini.scheduler import DEFAULT_CHECK
-    from innet.cassini.sweep import summarise, sweep, sweep_text
+    from innet.cassini.experiments.placement_sweep import summarise, sweep, sweep_text
+    from innet.cassini.placement.scheduler import DEFAULT_CHECK
 
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs) if args.jobs is not None else ()
@@ -673,7 +673,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             "iterations": args.iterations, "candidates": args.candidates,
             "checked": args.checked, "draws": [d.to_dict() for d in draws],
             "summary": summary}
-    from innet.cassini.plots import plot_sweep
+    from innet.cassini.experiments.plots import plot_sweep
 
     plot_sweep(draws, out / "sweep-cdf.png",
                title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
@@ -687,7 +687,11 @@ def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidC
                   engine: Engine | None, workers: int, occupancy: float) -> int:
     import time
 
-    from innet.cassini.tracesweep import summarise_traces, trace_sweep, trace_sweep_text
+    from innet.cassini.experiments.trace_sweep import (
+        summarise_traces,
+        trace_sweep,
+        trace_sweep_text,
+    )
     from innet.progress import bar as progress_bar
 
     t0 = time.monotonic()
@@ -728,7 +732,7 @@ def _write_sweep(out: Path, data: dict[str, Any], text: str, as_json: bool,
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from innet.cassini.pcap_profile import job_name, profile_capture
+    from innet.cassini.model.pcap_profile import job_name, profile_capture
 
     if (args.min_period_ms is not None and args.max_period_ms is not None
             and args.min_period_ms >= args.max_period_ms):

@@ -29,17 +29,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from innet.cassini.affinity import Assignment, Conflict, LinkShifts, assign_shifts
-from innet.cassini.fluid import Cache, FluidConfig, components, simulate_parts
-from innet.cassini.geometry import (
+from innet.cassini.model.affinity import Assignment, Conflict, LinkShifts, assign_shifts
+from innet.cassini.model.geometry import (
     DEFAULT_PRECISION_DEG,
     DEFAULT_RESOLUTION_MS,
     LinkSolution,
     best_shifts,
     score_at,
 )
-from innet.cassini.profiles import JobProfile, Phase, check_names
-from innet.cassini.tracesim import TraceJobRun, TraceResult, TraceSchedule, simulate_trace
+from innet.cassini.model.profiles import JobProfile, Phase, check_names
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import Cache, components, simulate_parts
+from innet.cassini.sim.trace import TraceJobRun, TraceResult, TraceSchedule, simulate_trace
 from innet.errors import InputError
 from innet.names import natural_key
 from innet.routing import Hop, host_path, next_hops

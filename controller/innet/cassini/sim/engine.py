@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from innet.cassini.fluid import FluidConfig, FluidResult
-from innet.cassini.profiles import JobProfile
-from innet.cassini.scheduler import ClusterPlan
-from innet.cassini.tracesim import TraceResult, TraceSchedule
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.scheduler import ClusterPlan
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import FluidResult
+from innet.cassini.sim.trace import TraceResult, TraceSchedule
 from innet.errors import InputError
 from innet.topology import Topology
 
@@ -53,7 +54,7 @@ def make_engine(name: str, *, rate_scale: float | None = None, ecmp: bool = Fals
         return None
     if name != "ns3":
         raise InputError(f"unknown engine {name!r} (one of {', '.join(ENGINES)})")
-    from innet.cassini.ns3engine import Ns3Engine, Ns3Settings, check_available
+    from innet.cassini.sim.ns3 import Ns3Engine, Ns3Settings, check_available
 
     settings = Ns3Settings(rate_scale=rate_scale, routing="ecmp" if ecmp else "static",
                            seed=seed)

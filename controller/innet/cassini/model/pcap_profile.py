@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from innet.cassini.profiles import JOB_NAME, JobProfile, jobs_from_data
+from innet.cassini.model.profiles import JOB_NAME, JobProfile, jobs_from_data
 from innet.errors import InputError, quote
 from innet.limits import check_memory, check_time, duration
 

@@ -2,7 +2,7 @@
 
 One draw is one trace (`traces.make_trace(kind, topology, seed, index)`), replayed through
 the base and CASSINI (`traces.plan_trace`) and measured by an engine (the fluid model's
-`tracesim.simulate_trace`, or ns-3). Per arm: mean and p99 job completion time (JCT, from
+`sim.trace.simulate_trace`, or ns-3). Per arm: mean and p99 job completion time (JCT, from
 arrival to leaving), mean and p99 iteration slowdown, marks, re-alignments; beside them the
 no-contention ideal (each job at its own pace where the schedule placed it), and the share of
 the ideal's gain CASSINI captures, (base - CASSINI) / (base - ideal). A draw where CASSINI's
@@ -20,22 +20,20 @@ from typing import Any
 
 import numpy as np
 
-from innet.cassini.engine import Engine
-from innet.cassini.fluid import FluidConfig
-from innet.cassini.scheduler import DEFAULT_CHECK, DEFAULT_CHECKED
-from innet.cassini.sweep import run_tasks
-from innet.cassini.traces import (
+from innet.cassini.experiments.placement_sweep import run_tasks
+from innet.cassini.experiments.replay import SHARE_MIN_GAP, jct_share, plan_trace
+from innet.cassini.experiments.traces import (
     DEFAULT_ITERATIONS,
     DEFAULT_LOAD,
     DEFAULT_OCCUPANCY,
     DEFAULT_POISSON_JOBS,
-    SHARE_MIN_GAP,
     Trace,
-    jct_share,
     make_trace,
-    plan_trace,
 )
-from innet.cassini.tracesim import TraceResult, TraceSchedule, simulate_trace
+from innet.cassini.placement.scheduler import DEFAULT_CHECK, DEFAULT_CHECKED
+from innet.cassini.sim.engine import Engine
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.trace import TraceResult, TraceSchedule, simulate_trace
 from innet.table import format_table
 from innet.topology import Topology
 

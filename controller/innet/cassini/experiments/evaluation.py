@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from innet.cassini.engine import Engine
-from innet.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
-from innet.cassini.geometry import Circle, best_shifts, unified_circle
-from innet.cassini.profiles import JobProfile
-from innet.cassini.scheduler import ClusterPlan, Schedule, schedule
+from innet.cassini.model.geometry import Circle, best_shifts, unified_circle
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.scheduler import ClusterPlan, Schedule, schedule
+from innet.cassini.sim.engine import Engine
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import FluidResult, simulate, single_link
 from innet.jsonout import dumps
 from innet.table import format_table
 from innet.topology import Topology
@@ -177,7 +178,10 @@ def _pick_link(result: Schedule, jobs: Sequence[JobProfile],
 def write_report(evaluation: Evaluation, out: Path, prefix: str, title: str) -> list[Path]:
     """PREFIXcdf.png, PREFIXcircle.png (when a link carries two jobs) and PREFIXsummary.json
     (the summary with the plots' paths) in `out`; returns the plots' paths."""
-    from innet.cassini.plots import plot_cdf, plot_circle  # matplotlib: only when drawing
+    from innet.cassini.experiments.plots import (  # matplotlib: only when drawing
+        plot_cdf,
+        plot_circle,
+    )
 
     paths = [out / f"{prefix}cdf.png"]
     plot_cdf([a.run for a in evaluation.arms], paths[0], normalise=evaluation.normalised,

@@ -24,16 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from innet.cassini.engine import Engine
-from innet.cassini.fluid import Cache, FluidConfig, FluidResult, JobRun, simulate_parts
-from innet.cassini.profiles import JobProfile
-from innet.cassini.scheduler import (
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.scheduler import (
     DEFAULT_CHECK,
     DEFAULT_CHECKED,
     ClusterPlan,
     cluster_from_topology,
     schedule,
 )
+from innet.cassini.sim.engine import Engine
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import Cache, FluidResult, JobRun, simulate_parts
 from innet.errors import InputError
 from innet.table import format_table
 from innet.topology import Topology
@@ -148,7 +149,7 @@ def run_draw(topology: Topology, jobs: Sequence[JobProfile], index: int, *, seed
             cfg = agents if shifted else replace(agents, realign_pct=None)
             arms[plan.mode] = ArmFigures.of(engine.plan(topology, plan, cfg))
         measured = engine.plan(topology, base, replace(agents, realign_pct=None), only=running)
-        arms["running-only"] = ArmFigures.of(_with_idle(measured, base, agents.iterations))
+        arms["running-only"] = ArmFigures.of(with_idle(measured, base, agents.iterations))
         return _draw(index, drawn, arms, result)
     for plan in (result.base, result.base_shifted, result.cassini):
         arms[plan.mode] = ArmFigures.of(run_plan(plan, agents, cache))
@@ -162,7 +163,7 @@ def run_draw(topology: Topology, jobs: Sequence[JobProfile], index: int, *, seed
     return _draw(index, drawn, arms, result)
 
 
-def _with_idle(run: FluidResult, plan: ClusterPlan, iterations: int) -> FluidResult:
+def with_idle(run: FluidResult, plan: ClusterPlan, iterations: int) -> FluidResult:
     """The running jobs' run with every other job of the plan beside it at its own pace.
 
     The bound compares pooled figures with the base's, which pool every job; without the

@@ -46,18 +46,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from innet.cassini.fluid import (
-    FluidConfig,
-    FluidResult,
-    JobRun,
-    LinkRun,
-    realign_grid,
-    run_bound,
-    segments,
-)
-from innet.cassini.profiles import JobProfile
-from innet.cassini.scheduler import ClusterPlan, ring_hops
-from innet.cassini.tracesim import JobOutcome, TraceResult, TraceSchedule, ideal_ms, trace_bound
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.scheduler import ClusterPlan, ring_hops
+from innet.cassini.sim.fluid import FluidConfig, realign_grid, segments
+from innet.cassini.sim.steady import FluidResult, JobRun, LinkRun, run_bound
+from innet.cassini.sim.trace import JobOutcome, TraceResult, TraceSchedule, ideal_ms, trace_bound
 from innet.errors import InputError
 from innet.routing import next_hops
 from innet.topology import Topology
