@@ -78,7 +78,7 @@ def forced_draws(occupancy: float, draws: int = 20,
     round placed them, leave the arrivals no placement of their own (one plan per draw)."""
     from innet.cassini.experiments.replay import plan_trace
     from innet.cassini.experiments.traces import make_trace
-    from innet.cassini.placement.scheduler import cluster_from_topology
+    from innet.cassini.placement.cluster import cluster_from_topology
     from innet.topology import load_topology
 
     topo = load_topology(Path(__file__).resolve().parents[1] / "topologies" /

@@ -248,7 +248,7 @@ def test_smoothing_is_the_moving_average_in_linear_time() -> None:
 
     import numpy as np
 
-    from innet.cassini.model.pcap_profile import _smooth
+    from innet.cassini.model.pcap_profile import smooth as _smooth
 
     x = np.random.default_rng(0).random(500)
     for width in (2, 3, 9, 27, 81, 243, 500):

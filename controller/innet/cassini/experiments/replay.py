@@ -13,20 +13,20 @@ those have left. Everything here is a pure function of its inputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from innet.cassini.experiments.traces import Trace, check_fits
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.cluster import Cluster, cluster_from_topology
 from innet.cassini.placement.scheduler import (
-    DEFAULT_CHECK,
-    DEFAULT_CHECKED,
-    Cluster,
+    DEFAULT_PLANNER,
     ClusterPlan,
-    cluster_from_topology,
+    PlannerSettings,
+    Schedule,
     schedule,
 )
-from innet.cassini.sim.fluid import FluidConfig
 from innet.cassini.sim.steady import components
 from innet.cassini.sim.trace import TraceJobRun, TraceSchedule, traffic_of
 from innet.errors import InputError
@@ -88,57 +88,87 @@ def _left(end_ms: float, now_ms: float, period_ms: float) -> int:
     return max(0, math.ceil((end_ms - now_ms) / period_ms - 1e-9))
 
 
-def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Any], ClusterPlan],
-            candidates: int, seed: int, checked: int, fluid: FluidConfig,
-            progress: Callable[[float], Any] | None) -> _Arm:
-    profiles = {j.name: j.profile for j in trace.jobs}
-    iters = {j.name: j.iterations for j in trace.jobs}
-    arrival = {j.name: j.arrival_ms for j in trace.jobs}
+def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Schedule], ClusterPlan],
+            settings: PlannerSettings, progress: Callable[[float], Any] | None) -> _Arm:
+    """One arm's rounds: at each arrival or predicted departure, the queued jobs that fit
+    are planned around the running ones, and `pick` says which of the schedule's plans the
+    arm follows."""
+    replaying = _Replaying(cluster, trace)
     pending = sorted(trace.jobs, key=lambda j: j.arrival_ms)  # stable: file order on ties
-    arm = _Arm({}, {}, {}, {}, {}, {}, [])
-    running: dict[str, float] = {}  # job -> predicted departure
-    free: dict[str, list[str | None]] = {}  # host -> its free GPU slots: who held each
-    for _, slots in cluster.racks:
-        for h in slots:
-            free.setdefault(h, []).append(None)
     queue: list[str] = []
     at = 0
     while at < len(pending) or queue:
         times = [pending[at].arrival_ms] if at < len(pending) else []
-        times += list(running.values())
+        times += list(replaying.running.values())
         if not times:
             raise InputError(f"jobs {', '.join(queue)} can never be placed")  # pragma: no cover
         t = min(times)
-        for name in [n for n, end in running.items() if end <= t + 1e-9]:
-            del running[name]
-            for h in arm.hosts[name]:
-                free[h].append(name)
+        replaying.depart(t)
         while at < len(pending) and pending[at].arrival_ms <= t + 1e-9:
             queue.append(pending[at].name)
             at += 1
-        left = sum(len(v) for v in free.values())
-        if not queue or min(profiles[q].gpus for q in queue) > left:
+        if not queue or min(replaying.profiles[q].gpus for q in queue) > replaying.free_gpus():
             continue
-        jobs = [replace(profiles[n], hosts=arm.hosts[n]) for n in running]
-        jobs += [replace(profiles[q], hosts=None, waited_ms=t - arrival[q]) for q in queue]
-        finishing = {n: (t - arrival[n], _left(end, t, profiles[n].iteration_ms))
-                     for n, end in running.items()}
-        finishing |= {q: (t - arrival[q], iters[q]) for q in queue}
-        plan = pick(schedule(cluster, jobs, candidates=candidates, seed=seed, fluid=fluid,
-                             checked=checked, finishing=finishing))
+        plan = pick(schedule(cluster, replaying.jobs_at(t, queue), settings,
+                             finishing=replaying.finishing(t, queue)))
+        replaying.place(plan, queue, t)
+        if progress is not None:
+            progress(t)
+    return replaying.arm
+
+
+class _Replaying:
+    """The state of one arm's replay: who runs until when, and which GPU slots are free
+    (each slot remembers the job that last held it, so a job placed there waits for it)."""
+
+    def __init__(self, cluster: Cluster, trace: Trace) -> None:
+        self.profiles = {j.name: j.profile for j in trace.jobs}
+        self.iters = {j.name: j.iterations for j in trace.jobs}
+        self.arrival = {j.name: j.arrival_ms for j in trace.jobs}
+        self.arm = _Arm({}, {}, {}, {}, {}, {}, [])
+        self.running: dict[str, float] = {}  # job -> predicted departure
+        self.free: dict[str, list[str | None]] = {}  # host -> its free GPU slots: who held each
+        for _, slots in cluster.racks:
+            for h in slots:
+                self.free.setdefault(h, []).append(None)
+
+    def free_gpus(self) -> int:
+        return sum(len(v) for v in self.free.values())
+
+    def depart(self, t: float) -> None:
+        for name in [n for n, end in self.running.items() if end <= t + 1e-9]:
+            del self.running[name]
+            for h in self.arm.hosts[name]:
+                self.free[h].append(name)
+
+    def jobs_at(self, t: float, queue: Sequence[str]) -> list[JobProfile]:
+        """The running jobs pinned where they run, the queued ones free to place."""
+        jobs = [replace(self.profiles[n], hosts=self.arm.hosts[n]) for n in self.running]
+        return jobs + [replace(self.profiles[q], hosts=None, waited_ms=t - self.arrival[q])
+                       for q in queue]
+
+    def finishing(self, t: float, queue: Sequence[str]) -> dict[str, tuple[float, int]]:
+        """What each job has spent since it arrived and the iterations it has left."""
+        out = {n: (t - self.arrival[n], _left(end, t, self.profiles[n].iteration_ms))
+               for n, end in self.running.items()}
+        return out | {q: (t - self.arrival[q], self.iters[q]) for q in queue}
+
+    def place(self, plan: ClusterPlan, queue: list[str], t: float) -> None:
+        """The plan's placements of queued jobs (taken off `queue`), and its shifts."""
+        arm = self.arm
         for q in [q for q in queue if q in plan.placement]:
             hosts = plan.placement[q]
             held: list[str] = []
             for h in hosts:
-                slot = free[h].pop(0)
+                slot = self.free[h].pop(0)
                 if slot is not None and slot not in held:
                     held.append(slot)
             arm.hosts[q], arm.ready[q], arm.after[q] = hosts, t, tuple(held)
             arm.routes[q] = plan.routes.get(q, ())
-            running[q] = t + iters[q] * profiles[q].iteration_ms
+            self.running[q] = t + self.iters[q] * self.profiles[q].iteration_ms
             queue.remove(q)
         arm.capacity.update(plan.capacity_gbps)
-        previous = {j: s[-1][1] for j, s in arm.shifts.items() if j in running}
+        previous = {j: s[-1][1] for j, s in arm.shifts.items() if j in self.running}
         for j, s in keep_running(plan, previous).items():
             if j in previous and abs(previous[j] - s) < 1e-6:
                 continue
@@ -146,9 +176,6 @@ def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Any], ClusterPlan],
         for w in plan.warnings:
             if w not in arm.warnings and not w.startswith("not enough free GPUs"):
                 arm.warnings.append(w)
-        if progress is not None:
-            progress(t)
-    return arm
 
 
 def _schedule_of(mode: str, trace: Trace, arm: _Arm, shifts: bool) -> TraceSchedule:
@@ -164,17 +191,16 @@ def _schedule_of(mode: str, trace: Trace, arm: _Arm, shifts: bool) -> TraceSched
                          len({r.ready_ms for r in runs}), tuple(arm.warnings))
 
 
-def plan_trace(topology: Topology | Cluster, trace: Trace, *, candidates: int = 20,
-               seed: int = 0, checked: int = DEFAULT_CHECKED,
-               fluid: FluidConfig = DEFAULT_CHECK,
+def plan_trace(topology: Topology | Cluster, trace: Trace,
+               settings: PlannerSettings = DEFAULT_PLANNER,
                progress: Callable[[float], Any] | None = None) -> TracePlans:
-    """Replay `trace` through the base and through CASSINI (module docstring)."""
+    """Replay `trace` through the base and through CASSINI (module docstring); the base's
+    rounds never run the fluid check (it follows the base's own placement)."""
     cluster = topology if isinstance(topology, Cluster) else cluster_from_topology(topology)
     check_fits(trace, cluster)
-    base = _replay(cluster, trace, lambda s: s.base_shifted, candidates, seed, checked=0,
-                   fluid=fluid, progress=progress)
-    cassini = _replay(cluster, trace, lambda s: s.cassini, candidates, seed, checked,
-                      fluid, progress)
+    base = _replay(cluster, trace, lambda s: s.base_shifted, replace(settings, checked=0),
+                   progress)
+    cassini = _replay(cluster, trace, lambda s: s.cassini, settings, progress)
     return TracePlans(_schedule_of("base", trace, base, False),
                       _schedule_of("base+shifts", trace, base, True),
                       _schedule_of("cassini", trace, cassini, True))

@@ -25,10 +25,7 @@ from typing import Any
 import numpy as np
 
 from innet.cassini.model.profiles import JobProfile, job_from_dict, load_zoo, zoo_job
-from innet.cassini.placement.scheduler import (
-    Cluster,
-    cluster_from_topology,
-)
+from innet.cassini.placement.cluster import Cluster, cluster_from_topology
 from innet.errors import InputError, finite_number, parse_json, quote, read_text
 from innet.topology import Topology
 
