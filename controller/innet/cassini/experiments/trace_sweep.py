@@ -1,7 +1,7 @@
 """Traces as evaluations and sweeps: job completion times for the base and CASSINI.
 
 One draw is one trace (`traces.make_trace(kind, topology, seed, index)`), replayed through
-the base and CASSINI (`traces.plan_trace`) and measured by an engine (the fluid model's
+the base and CASSINI (`replay.plan_trace`) and measured by an engine (the fluid model's
 `sim.trace.simulate_trace`, or ns-3). Per arm: mean and p99 job completion time (JCT, from
 arrival to leaving), mean and p99 iteration slowdown, marks, re-alignments; beside them the
 no-contention ideal (each job at its own pace where the schedule placed it), and the share of

@@ -161,14 +161,14 @@ class _Planner:
     """Holds what candidates share: the router, the jobs, and a memo of link solutions (the
     same jobs on the same capacity score the same in every candidate)."""
 
-    def __init__(self, cluster: Cluster, jobs: Sequence[JobProfile], precision_deg: float,
-                 seed: int) -> None:
+    def __init__(self, cluster: Cluster, jobs: Sequence[JobProfile],
+                 settings: PlannerSettings) -> None:
         self.cluster = cluster
         self.jobs = {j.name: j for j in jobs}
         self.order = [j.name for j in jobs]
         self.router = Router(cluster.topology)
-        self.precision = precision_deg
-        self.seed = seed
+        self.precision = settings.precision_deg
+        self.seed = settings.seed
         self.memo: dict[tuple[tuple[tuple[str, int], ...], float], LinkSolution] = {}
 
     def solve(self, members: tuple[tuple[str, int], ...], capacity: float) -> LinkSolution:
@@ -476,7 +476,7 @@ def schedule(topology: Topology | Cluster, jobs: Sequence[JobProfile],
     check_names(jobs)
     cluster = topology if isinstance(topology, Cluster) else cluster_from_topology(topology)
     proposal = base_scheduler(cluster, jobs, settings.candidates, settings.seed)
-    planner = _Planner(cluster, jobs, settings.precision_deg, settings.seed)
+    planner = _Planner(cluster, jobs, settings)
     evaluated = []
     for i, placement in enumerate(proposal.candidates):
         evaluated.append(planner.evaluate(i, placement))
