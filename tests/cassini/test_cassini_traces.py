@@ -37,10 +37,10 @@ from innet.topology import load_topology
 ROOT = Path(__file__).resolve().parents[2]
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 CONFIG = FluidConfig(iterations=10, realign_pct=5.0, realign_budget_pct=10.0)
+FLUID = FluidEngine()
 
 
-def _settings(candidates: int, checked: int,
-              engine: Engine = FluidEngine()) -> EvaluationSettings:  # noqa: B008
+def _settings(candidates: int, checked: int, engine: Engine = FLUID) -> EvaluationSettings:
     """Planned and measured with CONFIG, as the sweeps do."""
     return EvaluationSettings(PlannerSettings(candidates=candidates, checked=checked,
                                               config=CONFIG), engine, CONFIG)
