@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from innet.cassini.geometry import best_shifts
-from innet.cassini.profiles import load_jobs, zoo_job
-from innet.cassini.scheduler import schedule
+from innet.cassini.model.geometry import best_shifts
+from innet.cassini.model.profiles import load_jobs, zoo_job
+from innet.cassini.placement.scheduler import PlannerSettings, schedule
 from innet.table import format_table
 from innet.topology import load_topology
 
@@ -58,11 +58,12 @@ def main() -> None:
 
     topo = load_topology(ROOT / "topologies" / "leafspine24.json")
     jobs13 = load_jobs(ROOT / "examples" / "jobs-13.json")
-    paper = timed(lambda: schedule(topo, jobs13, candidates=20, checked=0), args.repeat)
+    paper = timed(lambda: schedule(topo, jobs13, PlannerSettings(candidates=20, checked=0)),
+                  args.repeat)
     rows.append(["rank 20 placements, 13 jobs (paper)", "20 candidates", 1e3 * min(paper),
                  1e3 * statistics.median(paper), 1e3 * max(paper), "2000 ms"])
-    result = schedule(topo, jobs13, candidates=20)
-    times = timed(lambda: schedule(topo, jobs13, candidates=20), args.repeat)
+    result = schedule(topo, jobs13, PlannerSettings(candidates=20))
+    times = timed(lambda: schedule(topo, jobs13, PlannerSettings(candidates=20)), args.repeat)
     plan = result.cassini
     rows.append(["rank + fluid-check 20 placements, 13 jobs", f"{len(plan.candidates)} candidates, "
                  f"picked #{plan.candidate}", 1e3 * min(times), 1e3 * statistics.median(times),

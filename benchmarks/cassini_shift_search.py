@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from innet.cassini.fluid import FluidConfig, simulate_parts
-from innet.cassini.profiles import load_jobs
-from innet.cassini.scheduler import schedule
-from innet.cassini.sweep import draw_pinned
+from innet.cassini.experiments.placement_sweep import draw_pinned
+from innet.cassini.model.profiles import load_jobs
+from innet.cassini.placement.scheduler import PlannerSettings, schedule
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import simulate_parts
 from innet.table import format_table
 from innet.topology import load_topology
 
@@ -38,7 +39,7 @@ def main() -> None:
     rows, gains = [], []
     for idx in range(args.draws):
         drawn = draw_pinned(topo, jobs, np.random.default_rng([0, idx]))
-        plan = schedule(topo, drawn, checked=0).base
+        plan = schedule(topo, drawn, PlannerSettings(checked=0)).base
         running = {j.name for j in drawn if j.hosts is not None}
         traffic = {link: {k: v for k, v in per.items() if k in running}
                    for link, per in plan.traffic.items()}

@@ -9,7 +9,7 @@ one record in memory at a time, so a capture may be larger than memory.
 Formats: classic pcap (microsecond and nanosecond magic, either byte order) and pcapng
 (section header, interface description with if_tsresol, enhanced, simple and obsolete packet
 blocks; other blocks are skipped by their length). `innet.cli.pcap` and
-`innet.cassini.pcap_profile` both read through here.
+`innet.cassini.model.pcap_profile` both read through here.
 """
 
 from __future__ import annotations

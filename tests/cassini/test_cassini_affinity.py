@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from innet.cassini.affinity import LinkShifts, assign_shifts
+from innet.cassini.model.affinity import LinkShifts, assign_shifts
 from innet.errors import InputError
 
 

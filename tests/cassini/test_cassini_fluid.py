@@ -6,17 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from innet.cassini.fluid import (
-    MAX_EVENTS,
-    FluidConfig,
-    check_bound,
-    run_bound,
-    simulate,
-    single_link,
-)
-from innet.cassini.geometry import best_shifts
-from innet.cassini.profiles import load_jobs, single_phase_job
-from innet.cassini.scheduler import schedule
+from innet.cassini.model.geometry import best_shifts
+from innet.cassini.model.profiles import load_jobs, single_phase_job
+from innet.cassini.placement.scheduler import schedule
+from innet.cassini.sim.fluid import MAX_EVENTS, FluidConfig
+from innet.cassini.sim.steady import check_bound, run_bound, simulate, single_link
 from innet.errors import InputError
 from innet.topology import load_topology
 
@@ -115,7 +109,7 @@ def test_realignment_grid_is_the_common_period_with_partners() -> None:
     """A 180 ms job sharing a link with a 300 ms one keeps its interleaving modulo
     gcd = 60 ms, so a late iteration waits for the next 60 ms point, not for its own next
     slot; the budget caps any single wait."""
-    from innet.cassini.fluid import realign_grid
+    from innet.cassini.sim.fluid import realign_grid
 
     a = single_phase_job("a", 180, 110, 70, 40)
     b = single_phase_job("b", 300, 180, 120, 42)

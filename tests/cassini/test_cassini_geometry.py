@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from innet.cassini.geometry import (
+from innet.cassini.model.geometry import (
     best_shifts,
     demand_curve,
     score_at,
     unified_circle,
 )
-from innet.cassini.profiles import JobProfile, Phase, single_phase_job, zoo_job
+from innet.cassini.model.profiles import JobProfile, Phase, single_phase_job, zoo_job
 from innet.errors import InputError
 
 

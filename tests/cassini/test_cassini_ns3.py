@@ -13,9 +13,13 @@ from pathlib import Path
 import pytest
 from ns3_helpers import needs_ns3
 
-from innet.cassini.evaluation import evaluate_cluster, evaluate_link
-from innet.cassini.fluid import FluidConfig
-from innet.cassini.ns3engine import (
+from innet.cassini.experiments.evaluation import evaluate_cluster, evaluate_link
+from innet.cassini.experiments.settings import EvaluationSettings
+from innet.cassini.model.profiles import load_jobs, zoo_job
+from innet.cassini.placement.cluster import ring_hops
+from innet.cassini.placement.scheduler import PlannerSettings, schedule
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.ns3 import (
     Ns3Engine,
     Ns3Settings,
     build_config,
@@ -26,9 +30,7 @@ from innet.cassini.ns3engine import (
     run_of_plan,
     trace_config,
 )
-from innet.cassini.profiles import load_jobs, zoo_job
-from innet.cassini.scheduler import ring_hops, schedule
-from innet.cassini.tracesim import TraceJobRun, TraceSchedule, traffic_of
+from innet.cassini.sim.trace import TraceJobRun, TraceSchedule, traffic_of
 from innet.cli import main
 from innet.errors import InputError
 from innet.routing import host_path, next_hops
@@ -51,7 +53,7 @@ def test_config_routes_follow_innet_routing() -> None:
     path innet.routing computes (and the plan counts)."""
     topo = load_topology(LEAFSPINE)
     jobs = load_jobs(FOUR)
-    plan = schedule(topo, jobs, candidates=4, checked=0).cassini
+    plan = schedule(topo, jobs, PlannerSettings(candidates=4, checked=0)).cassini
     run = run_of_plan(plan)
     hosts = sorted({h for hs in run.placement.values() for h in hs})
     network = network_of(topo, hosts)
@@ -95,7 +97,7 @@ def test_config_routes_follow_innet_routing() -> None:
 
 def test_ecmp_is_an_option_and_bad_settings_are_refused() -> None:
     topo = load_topology(LEAFSPINE)
-    plan = schedule(topo, load_jobs(FOUR), candidates=2, checked=0).cassini
+    plan = schedule(topo, load_jobs(FOUR), PlannerSettings(candidates=2, checked=0)).cassini
     run = run_of_plan(plan)
     network = network_of(topo)
     cfg = build_config(network, run, FluidConfig(iterations=2), Ns3Settings(routing="ecmp"), 1.0)
@@ -206,8 +208,8 @@ def test_colliding_jobs_stretch_and_cassini_shifts_cut_the_marks() -> None:
     K and marks, and iterations stretch (max-min would give 308.4 ms: 90 ms of 44 Gbps at
     25). CASSINI's shifts separate the phases: no marks, no stretch."""
     jobs = load_jobs(PAIR)
-    ev = evaluate_link(jobs, 50.0, FluidConfig(iterations=8), precision_deg=5.0,
-                       engine=Ns3Engine())
+    ev = evaluate_link(jobs, 50.0, EvaluationSettings(PlannerSettings(precision_deg=5.0),
+                                                 Ns3Engine(), FluidConfig(iterations=8)))
     base, cassini = ev.arms[0].run, ev.arms[-1].run
     base_mean, base_p99 = base.summary(False)
     mean, p99 = cassini.summary(False)
@@ -226,8 +228,9 @@ def test_four_jobs_on_the_leaf_spine_go_the_way_bmv2_measured() -> None:
     where they were (three jobs of 90-100 ms Up phases on one circle of 240 ms cannot
     interleave). ns-3 must go the same way on all three arms (docs/cassini-ns3.md gives the
     tables side by side)."""
-    ev = evaluate_cluster(load_topology(LEAFSPINE), load_jobs(FOUR), FluidConfig(iterations=8),
-                          candidates=20, checked=20, precision_deg=5.0, engine=Ns3Engine())
+    ev = evaluate_cluster(load_topology(LEAFSPINE), load_jobs(FOUR), EvaluationSettings(
+        PlannerSettings(candidates=20, checked=20, precision_deg=5.0), Ns3Engine(),
+        FluidConfig(iterations=8)))
     base, shifted, cassini = (arm.run for arm in ev.arms)
     (base_mean, base_p99), (mean, p99) = base.summary(False), cassini.summary(False)
     assert base.marks > 1000 and cassini.marks * 100 < base.marks

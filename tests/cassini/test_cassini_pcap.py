@@ -11,7 +11,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import PcapNgWriter, PcapWriter
 
-from innet.cassini.pcap_profile import find_period, profile_capture
+from innet.cassini.model.pcap_profile import find_period, profile_capture
 from innet.errors import InputError
 
 T0 = 1_700_000_000.0

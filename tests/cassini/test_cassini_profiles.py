@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from innet.cassini.profiles import (
+from innet.cassini.model.profiles import (
     JobProfile,
     jobs_from_data,
     load_jobs,

@@ -9,19 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from innet.cassini.geometry import score_at
-from innet.cassini.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
-from innet.cassini.scheduler import (
-    Cluster,
-    Placement,
-    Proposal,
-    Schedule,
-    cluster_from_topology,
-    plan_cluster,
-    ring_hops,
-    schedule,
-    themis_candidates,
-)
+from innet.cassini.model.geometry import score_at
+from innet.cassini.model.profiles import JobProfile, jobs_from_data, load_jobs, zoo_job
+from innet.cassini.placement.candidates import Placement, Proposal, themis_candidates
+from innet.cassini.placement.cluster import Cluster, cluster_from_topology, ring_hops
+from innet.cassini.placement.scheduler import PlannerSettings, Schedule, plan_cluster, schedule
 from innet.errors import InputError
 from innet.topology import Topology, load_topology
 
@@ -80,7 +72,8 @@ def crowded(leafspine: Topology) -> Schedule:
     for job in data["jobs"]:
         if job["name"] in running:
             job["hosts"] = running[job["name"]]
-    return schedule(leafspine, jobs_from_data(data), checked=0)  # the paper's ranking alone
+    # the paper's ranking alone
+    return schedule(leafspine, jobs_from_data(data), PlannerSettings(checked=0))
 
 
 def test_cassini_drops_conflicts_and_beats_the_base(crowded: Schedule) -> None:
@@ -109,9 +102,9 @@ def test_candidates_are_distinct_and_deterministic(leafspine: Topology) -> None:
     again = themis_candidates(cluster, jobs, 20, seed=3)
     assert [c.key() for c in first.candidates] == [c.key() for c in again.candidates]
     assert len({c.key() for c in first.candidates}) == len(first.candidates) == 20
-    plan = plan_cluster(leafspine, jobs, seed=3)
+    plan = plan_cluster(leafspine, jobs, PlannerSettings(seed=3))
     assert plan.to_dict()["placement"] == plan_cluster(leafspine, jobs,
-                                                       seed=3).to_dict()["placement"]
+                                                       PlannerSettings(seed=3)).to_dict()["placement"]
 
 
 def test_candidates_include_best_fit_with_two_jobs_trading_gpus(leafspine: Topology) -> None:
@@ -164,7 +157,7 @@ def test_jobs_furthest_behind_get_gpus_first(leafspine: Topology) -> None:
         {"name": "waited-more", "model": "VGG19", "gpus": 10, "waited_ms": 900000},
         {"name": "small", "model": "ResNet50", "gpus": 2},
     ]})
-    plan = plan_cluster(leafspine, jobs, candidates=4)
+    plan = plan_cluster(leafspine, jobs, PlannerSettings(candidates=4))
     assert plan.waiting == ("fresh",)
     assert set(plan.placement) == {"waited", "waited-more", "small"}
     assert any("fresh" in w for w in plan.warnings)
@@ -186,7 +179,7 @@ def test_a_two_rack_pair_on_a_shared_uplink_is_shifted_apart(leafspine: Topology
         {"name": "a", "model": "VGG19", "hosts": ["h1", "h5"]},
         {"name": "b", "model": "VGG19", "hosts": ["h2", "h6"]},
     ]})
-    plan = plan_cluster(leafspine, jobs, candidates=1)
+    plan = plan_cluster(leafspine, jobs, PlannerSettings(candidates=1))
     assert plan.shared  # the ECMP hash (crc32 of the host pair) is deterministic
     assert min(s.score_unshifted for s in plan.shared) < 1
     assert all(s.score == pytest.approx(1.0) for s in plan.shared)
@@ -265,4 +258,4 @@ def test_links_without_capacity_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="has no Mbps"):
         plan_cluster(load_topology(topo), [zoo_job("VGG19", "a")])
     with pytest.raises(InputError, match="candidates"):
-        schedule(load_topology(LEAFSPINE), [zoo_job("VGG19", "a")], candidates=0)
+        schedule(load_topology(LEAFSPINE), [zoo_job("VGG19", "a")], PlannerSettings(candidates=0))

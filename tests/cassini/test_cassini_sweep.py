@@ -9,10 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from innet.cassini.fluid import FluidConfig, simulate, simulate_parts
-from innet.cassini.profiles import load_jobs
-from innet.cassini.scheduler import DEFAULT_CHECK, schedule
-from innet.cassini.sweep import draw_pinned, run_draw, summarise
+from innet.cassini.experiments.placement_sweep import draw_pinned, run_draw, summarise
+from innet.cassini.experiments.settings import EvaluationSettings
+from innet.cassini.model.profiles import load_jobs
+from innet.cassini.placement.scheduler import DEFAULT_CHECK, PlannerSettings, schedule
+from innet.cassini.sim.engine import FluidEngine
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import simulate, simulate_parts
 from innet.cli import main
 from innet.topology import load_topology
 
@@ -20,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 THIRTEEN = ROOT / "examples" / "jobs-13.json"
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 QUICK = FluidConfig(iterations=15, realign_pct=5.0, realign_budget_pct=10.0)
+PLANNER = PlannerSettings(candidates=8, checked=8, seed=7, config=QUICK)
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +51,12 @@ def test_cassini_is_never_worse_than_the_base_over_30_draws(topo) -> None:  # ty
     jobs = load_jobs(THIRTEEN)
     draws = []
     for i in range(30):
-        draw = run_draw(topo, jobs, i, seed=7, candidates=8, agents=QUICK, checked=8)
+        draw = run_draw(topo, jobs, i, EvaluationSettings(PLANNER, FluidEngine(), QUICK))
         assert not draw.worse(0.0 + 1e-9), f"draw {i}: {draw.to_dict()}"
         draws.append(draw)
         if i % 10 == 0:  # an independent re-run of the chosen plans without the split
             drawn = draw_pinned(topo, jobs, np.random.default_rng([7, i]))
-            result = schedule(topo, drawn, candidates=8, seed=7, fluid=QUICK, checked=8)
+            result = schedule(topo, drawn, PLANNER)
             for plan in (result.base, result.cassini):
                 shifted = any(v != 0 for v in plan.shifts_ms.values())
                 cfg = QUICK if shifted else FluidConfig(iterations=15)
@@ -71,7 +75,8 @@ def test_the_pick_is_the_cheapest_feasible_option(topo) -> None:  # type: ignore
     jobs = load_jobs(THIRTEEN)
     for i in range(5):
         drawn = draw_pinned(topo, jobs, np.random.default_rng([3, i]))
-        result = schedule(topo, drawn, candidates=10, seed=3, fluid=QUICK, checked=10)
+        result = schedule(topo, drawn, PlannerSettings(candidates=10, checked=10, seed=3,
+                                                          config=QUICK))
         feasible = [o for o in result.checked if o.feasible]
         assert result.checked[0].candidate == 0 and not result.checked[0].shifted
         assert result.checked[0].feasible  # the base qualifies against itself
@@ -86,7 +91,7 @@ def test_the_split_simulation_matches_the_whole(topo) -> None:  # type: ignore[n
     jobs = load_jobs(THIRTEEN)
     for i in range(4):
         drawn = draw_pinned(topo, jobs, np.random.default_rng([5, i]))
-        plan = schedule(topo, drawn, candidates=4, checked=0).base_shifted
+        plan = schedule(topo, drawn, PlannerSettings(candidates=4, checked=0)).base_shifted
         whole = simulate(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms, QUICK)
         cache: dict = {}  # type: ignore[type-arg]
         parts = simulate_parts(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms,

@@ -11,27 +11,25 @@ import pytest
 from dynamic_oracle import avoidable, forced, forced_draws
 from ns3_helpers import needs_ns3
 
-from innet.cassini.fluid import FluidConfig, FluidResult, JobRun
-from innet.cassini.geometry import best_shifts
-from innet.cassini.profiles import single_phase_job, zoo_job
-from innet.cassini.scheduler import cluster_from_topology, schedule
-from innet.cassini.sweep import _with_idle
-from innet.cassini.traces import (
-    Trace,
-    TraceJob,
-    jct_share,
-    load_trace,
-    make_trace,
-    plan_trace,
-)
-from innet.cassini.tracesim import TraceJobRun, TraceSchedule, simulate_trace
-from innet.cassini.tracesweep import (
+from innet.cassini.experiments.placement_sweep import with_idle
+from innet.cassini.experiments.replay import jct_share, plan_trace
+from innet.cassini.experiments.settings import EvaluationSettings
+from innet.cassini.experiments.trace_sweep import (
     TraceDraw,
     TraceFigures,
     evaluate_trace,
     summarise_traces,
     trace_sweep_text,
 )
+from innet.cassini.experiments.traces import Trace, TraceJob, load_trace, make_trace
+from innet.cassini.model.geometry import best_shifts
+from innet.cassini.model.profiles import single_phase_job, zoo_job
+from innet.cassini.placement.cluster import cluster_from_topology
+from innet.cassini.placement.scheduler import PlannerSettings, schedule
+from innet.cassini.sim.engine import Engine, FluidEngine
+from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.steady import FluidResult, JobRun
+from innet.cassini.sim.trace import TraceJobRun, TraceSchedule, simulate_trace
 from innet.cli import main
 from innet.errors import InputError
 from innet.topology import load_topology
@@ -39,6 +37,13 @@ from innet.topology import load_topology
 ROOT = Path(__file__).resolve().parents[2]
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 CONFIG = FluidConfig(iterations=10, realign_pct=5.0, realign_budget_pct=10.0)
+FLUID = FluidEngine()
+
+
+def _settings(candidates: int, checked: int, engine: Engine = FLUID) -> EvaluationSettings:
+    """Planned and measured with CONFIG, as the sweeps do."""
+    return EvaluationSettings(PlannerSettings(candidates=candidates, checked=checked,
+                                              config=CONFIG), engine, CONFIG)
 
 
 def _sched(jobs: list[TraceJobRun], traffic: dict[str, dict[str, int]],
@@ -142,7 +147,7 @@ def test_cassini_leaves_marks_only_where_sharing_is_forced(occupancy: float) -> 
     marked, forced_here = [], []
     for i in range(20):
         trace = make_trace("dynamic", topo, 0, i, iterations=(10, 20), occupancy=occupancy)
-        draw = evaluate_trace(topo, trace, i)
+        draw = evaluate_trace(topo, trace, index=i)
         hosts = {j["name"]: j["hosts"] for j in draw.jobs["cassini"]}
         running = {j.name: hosts[j.name] for j in trace.jobs if j.arrival_ms == 0}
         if forced(racks, running, [j.profile.gpus for j in trace.jobs if j.arrival_ms > 0]):
@@ -168,7 +173,8 @@ def test_in_a_one_round_trace_cassini_never_loses_to_the_base(
     topo = load_topology(ROOT / "topologies" / topology)
     for i in draws:
         trace = make_trace("snapshot", topo, 0, i, iterations=iterations)
-        draw = evaluate_trace(topo, trace, i, candidates=candidates, checked=checked)
+        draw = evaluate_trace(topo, trace, EvaluationSettings(
+            PlannerSettings(candidates=candidates, checked=checked)), i)
         base, cassini = draw.arms["base"], draw.arms["cassini"]
         for field in ("jct_mean_ms", "jct_p99_ms", "iter_mean_x", "iter_p99_x"):
             assert getattr(cassini, field) <= getattr(base, field) * (1 + 1e-6), (i, field)
@@ -177,8 +183,8 @@ def test_in_a_one_round_trace_cassini_never_loses_to_the_base(
 def test_seeded_poisson_replay_gives_the_same_numbers() -> None:
     topo = load_topology(LEAFSPINE)
     runs = [evaluate_trace(topo, make_trace("poisson", topo, 1, 0, count=12,
-                                            iterations=(3, 5)), candidates=4, checked=2,
-                           agents=CONFIG) for _ in range(2)]
+                                            iterations=(3, 5)),
+                           _settings(candidates=4, checked=2)) for _ in range(2)]
     assert runs[0].arms == runs[1].arms and runs[0].ideal == runs[1].ideal
 
 
@@ -191,7 +197,7 @@ def test_arrivals_go_only_to_gpus_free_at_that_moment() -> None:
     are the ones it waits for."""
     topo = load_topology(LEAFSPINE)
     trace = make_trace("poisson", topo, 3, 0, count=25, load=1.5, iterations=(3, 6))
-    plans = plan_trace(topo, trace, candidates=4, checked=2, fluid=CONFIG)
+    plans = plan_trace(topo, trace, PlannerSettings(candidates=4, checked=2, config=CONFIG))
     for sched in plans.arms():
         by = {j.name: j for j in sched.jobs}
         end = {j.name: j.ready_ms + j.iterations * j.profile.iteration_ms for j in sched.jobs}
@@ -217,8 +223,8 @@ def test_no_contention_each_job_takes_its_own_time() -> None:
     a = zoo_job("VGG19", "a", 4)
     b = zoo_job("DLRM", "b", 4)
     trace = Trace("t", (TraceJob(a, 0.0, 5), TraceJob(b, 100.0, 7)))
-    draw = evaluate_trace(load_topology(LEAFSPINE), trace, candidates=2, checked=2,
-                          agents=CONFIG)
+    draw = evaluate_trace(load_topology(LEAFSPINE), trace,
+                          _settings(candidates=2, checked=2))
     for arm in draw.jobs.values():
         for j in arm:
             assert j["jct_ms"] == pytest.approx(j["ideal_ms"], abs=1e-6)
@@ -263,8 +269,8 @@ def test_share_of_the_ideals_gain() -> None:
 
 def test_summary_pools_the_share_over_draws() -> None:
     topo = load_topology(LEAFSPINE)
-    draws = [evaluate_trace(topo, make_trace("snapshot", topo, 0, i, iterations=(3, 4)), i,
-                            candidates=4, checked=4, agents=CONFIG) for i in range(2)]
+    draws = [evaluate_trace(topo, make_trace("snapshot", topo, 0, i, iterations=(3, 4)),
+                            _settings(candidates=4, checked=4), i) for i in range(2)]
     s = summarise_traces(draws)
     gap = sum(d.arms["base"].jct_mean_ms - d.ideal[0] for d in draws)
     got = sum(d.arms["base"].jct_mean_ms - d.arms["cassini"].jct_mean_ms for d in draws)
@@ -328,9 +334,9 @@ def test_running_only_bound_pools_every_job() -> None:
     traffic at their own pace."""
     topo = load_topology(LEAFSPINE)
     jobs = [zoo_job("VGG19", "run", 2), zoo_job("DLRM", "new", 2)]
-    plan = schedule(topo, jobs, candidates=1, checked=0).base
+    plan = schedule(topo, jobs, PlannerSettings(candidates=1, checked=0)).base
     measured = FluidResult("r", (JobRun("run", 240.0, (480.0,) * 3, 0.0, 0),), (), 1.0)
-    out = _with_idle(measured, plan, 3)
+    out = with_idle(measured, plan, 3)
     assert [j.name for j in out.jobs] == ["run", "new"]
     assert out.summary(True)[0] == pytest.approx(1.5)  # (2 x 3 + 1 x 3) / 6
 
@@ -431,14 +437,14 @@ def test_ns3_trace_without_contention_is_the_ideal() -> None:
     the fluid model (the packet-time compensation takes out the bound of what packets add,
     the iteration floor the bound's slack), and a job waits for the one whose GPUs it was
     given."""
-    from innet.cassini.ns3engine import Ns3Engine, Ns3Settings
+    from innet.cassini.sim.ns3 import Ns3Engine, Ns3Settings
 
     topo = load_topology(LEAFSPINE)
     a, b, c = zoo_job("VGG19", "a", 2), zoo_job("DLRM", "b", 2), zoo_job("VGG16", "c", 2)
     racks = {"a": ("h1", "h2"), "b": ("h5", "h6"), "c": ("h1", "h2")}
     jobs = [TraceJobRun(a, 0.0, 0.0, (), 3), TraceJobRun(b, 50.0, 50.0, (), 4),
             TraceJobRun(c, 100.0, 100.0, ("a",), 2)]
-    from innet.cassini.tracesim import traffic_of
+    from innet.cassini.sim.trace import traffic_of
 
     routes = {"a": (("h1", "l1", "h2"), ("h2", "l1", "h1")),
               "b": (("h5", "l2", "h6"), ("h6", "l2", "h5")),
@@ -470,12 +476,12 @@ def test_ns3_trace_without_contention_is_the_ideal() -> None:
 def test_an_ns3_draws_runs_at_once_give_what_they_give_one_after_the_other() -> None:
     """A draw's engine runs (three arms and the measured ideal) are separate processes: run
     two at a time they give the same draw, to the last figure."""
-    from innet.cassini.ns3engine import Ns3Engine
+    from innet.cassini.sim.ns3 import Ns3Engine
 
     topo = load_topology(LEAFSPINE)
     trace = make_trace("snapshot", topo, 0, 1, iterations=(2, 3))
-    draws = [evaluate_trace(topo, trace, 1, candidates=2, checked=1, agents=CONFIG,
-                            engine=Ns3Engine(), arm_workers=n) for n in (1, 2)]
+    settings = _settings(candidates=2, checked=1, engine=Ns3Engine())
+    draws = [evaluate_trace(topo, trace, settings, 1, arm_workers=n) for n in (1, 2)]
     assert draws[0].jobs == draws[1].jobs
     assert draws[0].measured_ideal == draws[1].measured_ideal is not None
     assert {m: a.to_dict() for m, a in draws[0].arms.items()} == \
@@ -486,14 +492,14 @@ def test_an_ns3_draws_runs_at_once_give_what_they_give_one_after_the_other() -> 
 def test_replanned_shifts_move_running_jobs_least() -> None:
     """A re-plan translates each component by one common time: relative shifts (what the
     links' interleaving depends on) stay the plan's, and a running job keeps its shift."""
-    from innet.cassini.traces import _keep_running
+    from innet.cassini.experiments.replay import keep_running
 
     topo = load_topology(LEAFSPINE)
     jobs = [replace(zoo_job("VGG19", "a", 2), hosts=("h1", "h5")),
             replace(zoo_job("VGG19", "b", 2), hosts=("h2", "h6"))]
-    plan = schedule(topo, jobs, candidates=1, checked=0).base_shifted
+    plan = schedule(topo, jobs, PlannerSettings(candidates=1, checked=0)).base_shifted
     assert plan.shifts_ms["b"] != plan.shifts_ms["a"]  # they share the l1-l2 links
-    kept = _keep_running(plan, {"b": 10.0})
+    kept = keep_running(plan, {"b": 10.0})
     assert kept["b"] == pytest.approx(10.0)
     rel = (plan.shifts_ms["b"] - plan.shifts_ms["a"]) % 240
     assert (kept["b"] - kept["a"]) % 240 == pytest.approx(rel)
@@ -506,7 +512,7 @@ def test_unknown_trace_kind_is_refused() -> None:
 
 def test_the_ns3_run_is_bounded_by_cpu_time_not_the_wall_clock(tmp_path: Path) -> None:
     """A starved run is not a stuck one: the bound is the program's CPU time."""
-    from innet.cassini.ns3engine import run_config
+    from innet.cassini.sim.ns3 import run_config
 
     spin = tmp_path / "spin"
     spin.write_text("#!/bin/sh\nwhile :; do :; done\n")

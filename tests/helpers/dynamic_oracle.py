@@ -76,8 +76,9 @@ def forced_draws(occupancy: float, draws: int = 20,
                  seed: int = 0) -> dict[str, list[int]]:
     """Per arm ("base", "cassini"), the draws where the running jobs, where that arm's first
     round placed them, leave the arrivals no placement of their own (one plan per draw)."""
-    from innet.cassini.scheduler import cluster_from_topology
-    from innet.cassini.traces import make_trace, plan_trace
+    from innet.cassini.experiments.replay import plan_trace
+    from innet.cassini.experiments.traces import make_trace
+    from innet.cassini.placement.cluster import cluster_from_topology
     from innet.topology import load_topology
 
     topo = load_topology(Path(__file__).resolve().parents[2] / "topologies" /

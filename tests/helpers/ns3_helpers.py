@@ -9,7 +9,7 @@ from innet.errors import InputError
 
 def ns3_reason() -> str | None:
     """None when the engine is available, else doctor's one-line reason."""
-    from innet.cassini.ns3engine import check_available
+    from innet.cassini.sim.ns3 import check_available
 
     try:
         check_available()

@@ -195,8 +195,8 @@ def test_cassini_link_refuses_a_search_it_cannot_finish(jobs: Path) -> None:
 
 
 def test_the_link_search_estimate_does_not_depend_on_the_job_order(tmp_path: Path) -> None:
-    from innet.cassini.geometry import search_cost
-    from innet.cassini.profiles import load_jobs
+    from innet.cassini.model.geometry import search_cost
+    from innet.cassini.model.profiles import load_jobs
 
     jobs = load_jobs(JOBS13)
     assert search_cost(jobs, 50) == search_cost(jobs[::-1], 50)
@@ -248,7 +248,7 @@ def test_smoothing_is_the_moving_average_in_linear_time() -> None:
 
     import numpy as np
 
-    from innet.cassini.pcap_profile import _smooth
+    from innet.cassini.model.pcap_profile import smooth as _smooth
 
     x = np.random.default_rng(0).random(500)
     for width in (2, 3, 9, 27, 81, 243, 500):

@@ -11,30 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from innet.cassini.engine import ENGINES, Engine, make_engine
-from innet.cassini.evaluation import (
+from innet.cassini.experiments.evaluation import (
     evaluate_cluster,
     evaluate_link,
     evaluation_text,
     write_report,
 )
-from innet.cassini.fluid import FluidConfig
-from innet.cassini.geometry import (
-    DEFAULT_PRECISION_DEG,
-    best_shifts,
-    check_capacity,
-    check_precision,
-)
-from innet.cassini.profiles import (
-    JOB_NAME,
-    JOB_NAME_RULE,
-    JobProfile,
-    load_jobs,
-    load_zoo,
-    zoo_assumptions,
-)
-from innet.cassini.scheduler import Schedule, schedule
-from innet.cassini.traces import (
+from innet.cassini.experiments.settings import EvaluationSettings, SweepSettings, TraceSpec
+from innet.cassini.experiments.traces import (
     DEFAULT_ITERATIONS,
     DEFAULT_LOAD,
     DEFAULT_OCCUPANCY,
@@ -42,6 +26,28 @@ from innet.cassini.traces import (
     KINDS,
     MAX_TRACE_JOBS,
 )
+from innet.cassini.model.geometry import (
+    DEFAULT_PRECISION_DEG,
+    best_shifts,
+    check_capacity,
+    check_precision,
+)
+from innet.cassini.model.profiles import (
+    JOB_NAME,
+    JOB_NAME_RULE,
+    JobProfile,
+    load_jobs,
+    load_zoo,
+    zoo_assumptions,
+)
+from innet.cassini.placement.scheduler import (
+    DEFAULT_CHECK,
+    PlannerSettings,
+    Schedule,
+    schedule,
+)
+from innet.cassini.sim.engine import ENGINES, Engine, make_engine
+from innet.cassini.sim.fluid import FluidConfig
 from innet.cli.argtypes import SEED, float_in, int_in, positive_float
 from innet.cli.outpaths import output_dir, output_file
 from innet.errors import InputError, one_line, quote
@@ -143,8 +149,17 @@ def register(sub: Any) -> None:
                      "sharing a link take turns communicating.\n\n" + SCORE_HELP),
     )
     csub = cas.add_subparsers(dest="cassini_command", metavar="SUBCOMMAND", required=True)
+    _register_link(csub)
+    _register_plan(csub)
+    _register_evaluate(csub)
+    _register_sweep(csub)
+    _register_trace(csub)
+    _register_profile(csub)
+    _register_zoo(csub)
 
-    link = csub.add_parser(
+
+def _register_link(sub: Any) -> None:
+    link = sub.add_parser(
         "link", help="best shifts for jobs that share one link",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="All jobs of the file share one link: find the shifts that interleave "
@@ -160,7 +175,9 @@ def register(sub: Any) -> None:
                       help='print {"score", "shifts_ms": {job: ms}, "period_ms"}')
     link.set_defaults(func=cmd_link)
 
-    plan = csub.add_parser(
+
+def _register_plan(sub: Any) -> None:
+    plan = sub.add_parser(
         "plan", help="place jobs on a topology and shift them (Themis-like base + CASSINI)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="A Themis-like base proposes candidate placements of equal fairness "
@@ -175,7 +192,9 @@ def register(sub: Any) -> None:
                       help="print the plan: placement, shifts_ms, shared_links, routes, ...")
     plan.set_defaults(func=cmd_plan)
 
-    ev = csub.add_parser(
+
+def _register_evaluate(sub: Any) -> None:
+    ev = sub.add_parser(
         "evaluate", help="fluid evaluation: base vs base + CASSINI, table and plots",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the jobs in a fluid model (no packets): Up phases that exceed a "
@@ -234,7 +253,9 @@ def register(sub: Any) -> None:
                          'some)}, "plots", ...}')
     ev.set_defaults(func=cmd_evaluate)
 
-    sw = csub.add_parser(
+
+def _register_sweep(sub: Any) -> None:
+    sw = sub.add_parser(
         "sweep", help="random placements of the running jobs: is CASSINI better in every one?",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="The jobs with hosts in --jobs are already running. Draw their servers "
@@ -274,7 +295,9 @@ def register(sub: Any) -> None:
                          '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')
     sw.set_defaults(func=cmd_sweep)
 
-    tr = csub.add_parser(
+
+def _register_trace(sub: Any) -> None:
+    tr = sub.add_parser(
         "trace", help="write one of the paper's traces: snapshot, dynamic or poisson",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=TRACE_HELP)
@@ -291,7 +314,9 @@ def register(sub: Any) -> None:
                     help='print {"wrote", "trace", "jobs", "gpus"}')
     tr.set_defaults(func=cmd_trace)
 
-    prof = csub.add_parser(
+
+def _register_profile(sub: Any) -> None:
+    prof = sub.add_parser(
         "profile", help="a job profile from a packet capture of its traffic",
         description="Read a capture of one job's traffic (pcap or pcapng, streamed: it may be "
                     "larger than memory), find the iteration time by autocorrelation and "
@@ -319,7 +344,9 @@ def register(sub: Any) -> None:
                            '"bytes", "bin_ms", "job"}')
     prof.set_defaults(func=cmd_profile)
 
-    zoo = csub.add_parser("zoo", help="the shipped model profiles (illustrative)",
+
+def _register_zoo(sub: Any) -> None:
+    zoo = sub.add_parser("zoo", help="the shipped model profiles (illustrative)",
                           description="The 13 models of the paper with illustrative profiles "
                                       "and the assumptions behind them.")
     zoo.add_argument("--json", action="store_true",
@@ -399,11 +426,12 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                    help="ns3: ns-3's random per-packet ECMP instead of innet's routes")
 
 
-def _engine(args: argparse.Namespace) -> Engine | None:
-    """The engine the options ask for; for ns-3, one line on what it runs (the rate scale)."""
+def _engine(args: argparse.Namespace) -> Engine:
+    """The engine the options ask for; for one of separate runs (ns-3), one line on what it
+    runs (the rate scale)."""
     engine = make_engine(args.engine, rate_scale=args.rate_scale, ecmp=args.ecmp,
                          seed=args.seed)
-    if engine is not None:
+    if engine.separate_runs:
         if getattr(args, "capacity", None) is not None:
             fastest = float(args.capacity)
         else:
@@ -468,13 +496,20 @@ def _progress(total: int) -> Iterator[Callable[[int], None]]:
         yield lambda _i: bar.update(1)
 
 
+def _planner(args: argparse.Namespace, config: FluidConfig = DEFAULT_CHECK,
+             precision_deg: float | None = None) -> PlannerSettings:
+    """The planner the options ask for, checking with `config`; `precision_deg` overrides
+    --precision-deg (the sweeps and trace replays have always searched at the default)."""
+    return PlannerSettings(args.candidates, args.checked,
+                           args.precision_deg if precision_deg is None else precision_deg,
+                           args.seed, config)
+
+
 def _schedule(args: argparse.Namespace) -> tuple[Schedule, Any, tuple[JobProfile, ...]]:
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs)
     with _progress(args.candidates) as progress:
-        result = schedule(topo, jobs, candidates=args.candidates, seed=args.seed,
-                          precision_deg=args.precision_deg, progress=progress,
-                          checked=args.checked)
+        result = schedule(topo, jobs, _planner(args), progress=progress)
     return result, topo, jobs
 
 
@@ -527,7 +562,7 @@ def _occupancy(args: argparse.Namespace, kind: str | None) -> float:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from innet.cassini.traces import make_trace
+    from innet.cassini.experiments.traces import make_trace
 
     topo = load_topology(args.topology)
     trace = make_trace(args.kind, topo, args.seed, args.index, count=args.trace_jobs,
@@ -552,24 +587,22 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_trace(args: argparse.Namespace, config: FluidConfig,
-                    engine: Engine | None) -> int:
-    from innet.cassini.scheduler import DEFAULT_CHECK
-    from innet.cassini.traces import check_fits, load_trace
-    from innet.cassini.tracesweep import evaluate_trace, evaluation_trace_text
-
+def _evaluate_trace(args: argparse.Namespace, config: FluidConfig, engine: Engine) -> int:
+    from innet.cassini.experiments.trace_sweep import evaluate_trace, evaluation_trace_text
+    from innet.cassini.experiments.traces import check_fits, load_trace
     if args.topology is None:
         raise InputError("--trace needs --topology (the cluster the jobs arrive in)")
     topo = load_topology(args.topology)
     trace = load_trace(args.trace)
-    from innet.cassini.scheduler import cluster_from_topology
+    from innet.cassini.placement.cluster import cluster_from_topology
 
     check_fits(trace, cluster_from_topology(topo))
-    agents = replace(DEFAULT_CHECK, threshold_kb=config.threshold_kb,
+    # the trace is planned and measured with CASSINI's agents on (the base has none)
+    config = replace(DEFAULT_CHECK, threshold_kb=config.threshold_kb,
                      realign_pct=config.realign_pct if config.realign_pct is not None else 5.0,
                      realign_budget_pct=config.realign_budget_pct, force=config.force)
-    draw = evaluate_trace(topo, trace, seed=args.seed, candidates=args.candidates,
-                          checked=args.checked, agents=agents, engine=engine)
+    planner = _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG)
+    draw = evaluate_trace(topo, trace, EvaluationSettings(planner, engine, config))
     _warn(draw.warnings)
     out = Path(args.out)
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.trace).stem}-"
@@ -580,8 +613,8 @@ def _evaluate_trace(args: argparse.Namespace, config: FluidConfig,
         return 0
     print(f"{Path(args.trace).name} on {args.topology}: {trace.description or trace.kind}; "
           f"{len(trace.jobs)} jobs, "
-          + ("fluid engine" if engine is None else f"{engine.name} engine")
-          + f"; CASSINI's agents re-align past {agents.realign_pct:g}%")
+          + f"{engine.name} engine"
+          + f"; CASSINI's agents re-align past {config.realign_pct:g}%")
     print(evaluation_trace_text(draw))
     print(f"wrote {path}")
     return 0
@@ -610,16 +643,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.jobs).stem}-"
     if args.capacity is not None:
-        ev = evaluate_link(jobs, check_capacity(args.capacity), config,
-                           precision_deg=args.precision_deg, seed=args.seed, engine=engine,
-                           force=args.force)
+        ev = evaluate_link(jobs, check_capacity(args.capacity),
+                           EvaluationSettings(_planner(args), engine, config), force=args.force)
         where = ev.where
     else:
         topo = load_topology(args.topology)
         with _progress(args.candidates) as progress:
-            ev = evaluate_cluster(topo, jobs, config, candidates=args.candidates,
-                                  checked=args.checked, precision_deg=args.precision_deg,
-                                  seed=args.seed, progress=progress, engine=engine)
+            ev = evaluate_cluster(topo, jobs, EvaluationSettings(_planner(args), engine, config),
+                                  progress)
         assert ev.plan is not None
         where = f"{args.topology}, CASSINI keeps candidate #{ev.plan.candidate}"
     _warn(ev.warnings)
@@ -628,8 +659,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print_json(ev.to_dict() | {"plots": [str(p) for p in paths]})
         return 0
     print(f"{Path(args.jobs).name} on {where}; {config.iterations} iterations per job, "
-          + (f"marks above {config.threshold_kb:g} KB" if engine is None
-             else f"{engine.name} engine (marks: CE-marked packets at switch queues)")
+          + engine.marks_note(config)
           + (f", agents re-align past {config.realign_pct:g}%" if config.realign_pct else ""))
     print(evaluation_text(ev))
     for p in paths:
@@ -643,9 +673,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import time
 
-    from innet.cassini.scheduler import DEFAULT_CHECK
-    from innet.cassini.sweep import summarise, sweep, sweep_text
-
+    from innet.cassini.experiments.placement_sweep import summarise, sweep, sweep_text
     topo = load_topology(args.topology)
     jobs = load_jobs(args.jobs) if args.jobs is not None else ()
     occupancy = _occupancy(args, args.trace)
@@ -655,25 +683,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
-    agents = replace(DEFAULT_CHECK, iterations=args.iterations, force=args.force)
-    engine = _engine(args)
-    workers = args.workers or os.cpu_count() or 1
+    # the draws are planned and measured with the same fluid run, at the default step
+    config = replace(DEFAULT_CHECK, iterations=args.iterations, force=args.force)
+    evaluation = EvaluationSettings(
+        _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG), _engine(args), config)
+    settings = SweepSettings(evaluation, args.draws, args.workers or os.cpu_count() or 1,
+                             args.dask)
     from innet.progress import bar as progress_bar
 
     if args.trace is not None:
-        return _sweep_traces(args, topo, out, agents, engine, workers, occupancy)
+        return _sweep_traces(args, topo, out, settings, occupancy)
 
     with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
-        draws = sweep(topo, jobs, args.draws, seed=args.seed, candidates=args.candidates,
-                      agents=agents, checked=args.checked, progress=lambda _i: bar.update(1),
-                      engine=engine, workers=workers, dask=args.dask)
+        draws = sweep(topo, jobs, settings, progress=lambda _i: bar.update(1))
     summary = summarise(draws)
     data = {"topology": args.topology, "jobs": args.jobs, "seed": args.seed,
             "engine": args.engine, "rate_scale": args.rate_scale, "ecmp": args.ecmp,
             "iterations": args.iterations, "candidates": args.candidates,
             "checked": args.checked, "draws": [d.to_dict() for d in draws],
             "summary": summary}
-    from innet.cassini.plots import plot_sweep
+    from innet.cassini.experiments.plots import plot_sweep
 
     plot_sweep(draws, out / "sweep-cdf.png",
                title=f"{Path(args.jobs).name} on {Path(args.topology).name}: "
@@ -683,21 +712,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         f"{out / 'sweep-cdf.png'}")
 
 
-def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, agents: FluidConfig,
-                  engine: Engine | None, workers: int, occupancy: float) -> int:
+def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, settings: SweepSettings,
+                  occupancy: float) -> int:
     import time
 
-    from innet.cassini.tracesweep import summarise_traces, trace_sweep, trace_sweep_text
+    from innet.cassini.experiments.trace_sweep import (
+        summarise_traces,
+        trace_sweep,
+        trace_sweep_text,
+    )
     from innet.progress import bar as progress_bar
 
     t0 = time.monotonic()
     with progress_bar(total=args.draws, desc="draws", unit="draw", leave=False) as bar:
-        draws = trace_sweep(topo, args.trace, args.draws, seed=args.seed, count=args.trace_jobs,
-                            load=args.load, iterations=args.trace_iterations,
-                            occupancy=occupancy,
-                            candidates=args.candidates, checked=args.checked, agents=agents,
-                            engine=engine, progress=lambda _i: bar.update(1), workers=workers,
-                            dask=args.dask)
+        spec = TraceSpec(args.trace, args.trace_jobs, args.load, args.trace_iterations,
+                         occupancy)
+        draws = trace_sweep(topo, spec, settings, progress=lambda _i: bar.update(1))
     summary = summarise_traces(draws)
     wall = time.monotonic() - t0
     data = {"topology": args.topology, "trace": args.trace, "seed": args.seed,
@@ -728,7 +758,7 @@ def _write_sweep(out: Path, data: dict[str, Any], text: str, as_json: bool,
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from innet.cassini.pcap_profile import job_name, profile_capture
+    from innet.cassini.model.pcap_profile import job_name, profile_capture
 
     if (args.min_period_ms is not None and args.max_period_ms is not None
             and args.min_period_ms >= args.max_period_ms):

@@ -68,15 +68,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
-    from innet.cassini.evaluation import (
+    from innet.cassini.experiments.evaluation import (
         evaluate_cluster,
         evaluate_link,
         evaluation_text,
         write_report,
     )
-    from innet.cassini.fluid import FluidConfig
-    from innet.cassini.geometry import DEFAULT_PRECISION_DEG
-    from innet.cassini.profiles import load_jobs
+    from innet.cassini.experiments.settings import EvaluationSettings
+    from innet.cassini.model.geometry import DEFAULT_PRECISION_DEG
+    from innet.cassini.model.profiles import load_jobs
+    from innet.cassini.placement.scheduler import PlannerSettings
+    from innet.cassini.sim.engine import FluidEngine
+    from innet.cassini.sim.fluid import FluidConfig
     from innet.emulation.net import require_bmv2, require_mininet
     from innet.soar.baselines import compare_text
     from innet.soar.experiments import run_experiment
@@ -118,10 +121,12 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
         folder.mkdir(parents=True, exist_ok=True)
         jobs = load_jobs(_shipped(EXAMPLES / jobs_file))
         if name == "vgg19-pair":  # two jobs on one 50 Gbps link
-            ev = evaluate_link(jobs, 50.0, config, precision_deg=DEFAULT_PRECISION_DEG)
+            ev = evaluate_link(jobs, 50.0, EvaluationSettings(
+                PlannerSettings(precision_deg=DEFAULT_PRECISION_DEG), FluidEngine(), config))
         else:  # 13 jobs placed on the 24-server leaf-spine
-            ev = evaluate_cluster(load_topology(leafspine), jobs, config, candidates=20,
-                                  checked=20, precision_deg=DEFAULT_PRECISION_DEG)
+            ev = evaluate_cluster(load_topology(leafspine), jobs, EvaluationSettings(
+                PlannerSettings(candidates=20, checked=20, precision_deg=DEFAULT_PRECISION_DEG),
+                FluidEngine(), config))
         print(f"{name} ({jobs_file} on {ev.where}):")
         print(evaluation_text(ev))
         for path in write_report(ev, folder, f"cassini-{Path(jobs_file).stem}-",

@@ -233,7 +233,7 @@ def check_ns3() -> list[Check]:
     from innet.errors import InputError
 
     try:
-        from innet.cassini.ns3engine import NS3_FIX, build_program, compiler, find_ns3
+        from innet.cassini.sim.ns3 import NS3_FIX, build_program, compiler, find_ns3
     except ImportError as exc:  # numpy missing: the Python packages' check says how
         return [Check("ns-3", "ns3 wheel (headers, libraries)", False,
                       f"innet's models do not load: {exc}", f"{SETUP}   (then innet doctor)",

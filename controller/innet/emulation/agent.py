@@ -11,7 +11,7 @@ overflowing, and a congested phase lasts longer. After the last phase it asks th
 for an acknowledgement, so a congested link delays the end of the communication and with
 it the iteration, as in a training job whose compute waits for its gradients. A late
 iteration re-aligns to the grid of its interleaving (CASSINI's agents; the grid and the
-budget as in `innet.cassini.fluid`). The receiver counts packets and CE marks per job
+budget as in `innet.cassini.sim.fluid`). The receiver counts packets and CE marks per job
 and iteration and answers the acknowledgements.
 """
 

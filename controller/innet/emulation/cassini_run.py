@@ -33,7 +33,7 @@ import numpy as np
 
 from innet.bmv2.thrift import QueueSetting, queue_commands
 from innet.cassini import load_jobs
-from innet.cassini.scheduler import ClusterPlan, schedule
+from innet.cassini.placement.scheduler import ClusterPlan, PlannerSettings, schedule
 from innet.emulation.experiment import controlled_network, prepare_run_folder
 from innet.errors import InputError
 from innet.plan.intent import network_intent
@@ -155,7 +155,7 @@ def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: in
                          f"least 10 packets/s (--capacity-pps / --slowdown), got {slowdown:g}")
     topo = load_topology(topology_path)
     jobs = load_jobs(jobs_path)
-    result_plans = schedule(topo, jobs, seed=seed)
+    result_plans = schedule(topo, jobs, PlannerSettings(seed=seed))
     plans = (result_plans.base, result_plans.base_shifted, result_plans.cassini)
     arms = []
     for plan in plans:
@@ -200,8 +200,8 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
              ctl: Any, slowdown: float = 1.0) -> RunResult:
     """One arm; every time and rate given to the agents is on the emulation's clock (times x
     `slowdown`, rates / `slowdown`), every time read back is divided back."""
-    from innet.cassini.fluid import realign_grid
-    from innet.cassini.scheduler import DEFAULT_CHECK
+    from innet.cassini.placement.scheduler import DEFAULT_CHECK
+    from innet.cassini.sim.fluid import realign_grid
     from innet.emulation.agent import WINDOW_S
 
     tag = label.replace(" ", "-").replace("+", "-")

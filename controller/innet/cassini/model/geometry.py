@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from innet.cassini.profiles import JobProfile
+from innet.cassini.model.profiles import JobProfile
 from innet.errors import InputError
 from innet.limits import check_memory, check_time
 

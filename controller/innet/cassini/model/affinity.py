@@ -171,6 +171,15 @@ def assign_shifts(periods_ms: Mapping[str, float], links: Sequence[LinkShifts]) 
     edges = sum(len(link.shifts_ms) for link in heads)
     loops = edges - (len(periods_ms) + len(heads)) + components
 
+    ordered = {j: shifts[j] for j in periods_ms}
+    return Assignment(ordered, tuple(roots), tuple(tuple(x.link for x in g) for g in merged),
+                      loops, tuple(_conflicts(merged, periods_ms, shifts)))
+
+
+def _conflicts(merged: Sequence[Sequence[LinkShifts]], periods_ms: Mapping[str, float],
+               shifts: Mapping[str, float]) -> list[Conflict]:
+    """Every pair of jobs on a link whose assigned shifts miss the link's own by more than
+    its search step (modulo what their periods leave free): what a loop cost."""
     conflicts: list[Conflict] = []
     for group in merged:
         for link in group:
@@ -182,6 +191,4 @@ def assign_shifts(periods_ms: Mapping[str, float], links: Sequence[LinkShifts]) 
                     error = _offset((shifts[b] - shifts[a]) - want, modulus)
                     if error > link.step_ms + 1e-6:
                         conflicts.append(Conflict(link.link, (a, b), error, modulus))
-    ordered = {j: shifts[j] for j in periods_ms}
-    return Assignment(ordered, tuple(roots), tuple(tuple(x.link for x in g) for g in merged),
-                      loops, tuple(conflicts))
+    return conflicts

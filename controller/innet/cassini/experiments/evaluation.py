@@ -10,15 +10,15 @@ change most, so the command line, the demo and notebooks print or plot the same 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from innet.cassini.engine import Engine
-from innet.cassini.fluid import FluidConfig, FluidResult, simulate, single_link
-from innet.cassini.geometry import Circle, best_shifts, unified_circle
-from innet.cassini.profiles import JobProfile
-from innet.cassini.scheduler import ClusterPlan, Schedule, schedule
+from innet.cassini.experiments.settings import EvaluationSettings
+from innet.cassini.model.geometry import Circle, best_shifts, unified_circle
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.scheduler import ClusterPlan, Schedule, schedule
+from innet.cassini.sim.steady import FluidResult
 from innet.jsonout import dumps
 from innet.table import format_table
 from innet.topology import Topology
@@ -105,23 +105,18 @@ class Evaluation:
         return out
 
 
-def evaluate_link(jobs: Sequence[JobProfile], capacity_gbps: float, config: FluidConfig, *,
-                  precision_deg: float, seed: int = 0,
-                  engine: Engine | None = None, force: bool = False) -> Evaluation:
-    """Every job on one link: without shifts (the agents off) against CASSINI's shifts, run
-    by `engine` (None: the fluid model)."""
-    solution = best_shifts(jobs, capacity_gbps, precision_deg=precision_deg, seed=seed,
-                           force=force)
-    traffic, cap = single_link(jobs, capacity_gbps)
-    base_cfg = replace(config, realign_pct=None)
-
-    def run(shifts: dict[str, float], cfg: FluidConfig, label: str) -> FluidResult:
-        if engine is None:
-            return simulate(jobs, traffic, cap, shifts, cfg, label)
-        return engine.link(jobs, capacity_gbps, shifts, cfg, label)
-
-    arms = (Arm(run({}, base_cfg, "base"), solution.score_unshifted),
-            Arm(run(solution.shift_map(), config, "cassini"), solution.score))
+def evaluate_link(jobs: Sequence[JobProfile], capacity_gbps: float,
+                  settings: EvaluationSettings, *, force: bool = False) -> Evaluation:
+    """Every job on one link: without shifts (the agents off) against CASSINI's shifts, both
+    run by the engine with `settings.config`; `force` lets the shift search run past its
+    time limit."""
+    planner, engine, config = settings.planner, settings.engine, settings.config
+    solution = best_shifts(jobs, capacity_gbps, precision_deg=planner.precision_deg,
+                           seed=planner.seed, force=force)
+    arms = (Arm(engine.link(jobs, capacity_gbps, {}, config.without_agents(), "base"),
+                solution.score_unshifted),
+            Arm(engine.link(jobs, capacity_gbps, solution.shift_map(), config, "cassini"),
+                solution.score))
     circle = LinkCircle(tuple(jobs), (1.0,) * len(jobs), solution.circle, capacity_gbps,
                         solution.shift_map(), (solution.score_unshifted, solution.score),
                         "one shared link")
@@ -129,28 +124,25 @@ def evaluate_link(jobs: Sequence[JobProfile], capacity_gbps: float, config: Flui
     return Evaluation(arms, f"one {capacity_gbps:g} Gbps link", circle, warnings=warnings)
 
 
-def evaluate_cluster(topology: Topology, jobs: Sequence[JobProfile], config: FluidConfig, *,
-                     candidates: int, checked: int, precision_deg: float, seed: int = 0,
-                     progress: Callable[[int], None] | None = None,
-                     engine: Engine | None = None) -> Evaluation:
+def evaluate_cluster(topology: Topology, jobs: Sequence[JobProfile],
+                     settings: EvaluationSettings,
+                     progress: Callable[[int], None] | None = None) -> Evaluation:
     """The jobs placed on `topology`: the base's placement, it with CASSINI's shifts, and
-    CASSINI's plan, each run by `engine` (None: the fluid model; the agents only where there
-    are shifts). The plans are the same whichever engine measures them."""
-    result = schedule(topology, jobs, candidates=candidates, seed=seed,
-                      precision_deg=precision_deg, progress=progress, checked=checked)
-    base_cfg = replace(config, realign_pct=None)
+    CASSINI's plan, each run by the engine with `settings.config` (the agents off for the
+    base). The plans are the same whichever engine measures them."""
+    result = schedule(topology, jobs, settings.planner, progress=progress)
+    config = settings.config
 
     def run(p: ClusterPlan) -> FluidResult:
-        cfg = base_cfg if p.mode == "base" else config
-        if engine is None:
-            return simulate(p.jobs, p.traffic, p.capacity_gbps, p.shifts_ms, cfg, p.mode)
-        return engine.plan(topology, p, cfg)
+        run_config = config.without_agents() if p.mode == "base" else config
+        return settings.engine.plan(topology, p, run_config)
 
     arms = tuple(Arm(run(p), p.score) for p in (result.base, result.base_shifted,
                                                  result.cassini))
     plan = result.cassini
     return Evaluation(arms, f"{topology.name}, CASSINI keeps candidate #{plan.candidate}",
-                      _pick_link(result, jobs, precision_deg), plan, tuple(plan.warnings))
+                      _pick_link(result, jobs, settings.planner.precision_deg), plan,
+                      tuple(plan.warnings))
 
 
 def _pick_link(result: Schedule, jobs: Sequence[JobProfile],
@@ -177,7 +169,10 @@ def _pick_link(result: Schedule, jobs: Sequence[JobProfile],
 def write_report(evaluation: Evaluation, out: Path, prefix: str, title: str) -> list[Path]:
     """PREFIXcdf.png, PREFIXcircle.png (when a link carries two jobs) and PREFIXsummary.json
     (the summary with the plots' paths) in `out`; returns the plots' paths."""
-    from innet.cassini.plots import plot_cdf, plot_circle  # matplotlib: only when drawing
+    from innet.cassini.experiments.plots import (  # matplotlib: only when drawing
+        plot_cdf,
+        plot_circle,
+    )
 
     paths = [out / f"{prefix}cdf.png"]
     plot_cdf([a.run for a in evaluation.arms], paths[0], normalise=evaluation.normalised,

@@ -16,9 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from innet.cassini.fluid import FluidResult
-from innet.cassini.geometry import Circle, shifted_curves
-from innet.cassini.profiles import JobProfile
+from innet.cassini.model.geometry import Circle, shifted_curves
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.sim.steady import FluidResult
 
 _STYLES = {"base": ("#c0392b", "-"), "base+shifts": ("#e67e22", "--"),
            "cassini": ("#2471a3", "-")}

@@ -3,7 +3,7 @@
 One placement is an anecdote. A jobs file pins the jobs that already run (`hosts`); a sweep
 draws those jobs' servers at random N times (one distinct GPU slot per GPU, uniformly over
 the cluster), lets the base and CASSINI place the other jobs around them, and runs the fluid
-model for three arms of every draw: the base's placement without shifts, the same with
+model (or ns-3) for three arms of every draw: the base's placement without shifts, the same with
 CASSINI's shifts, and CASSINI's plan. Everything here is a pure function of its inputs (the
 draws are seeded); the CLI does the printing, files and progress bar.
 
@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from innet.cassini.engine import Engine
-from innet.cassini.fluid import Cache, FluidConfig, FluidResult, JobRun, simulate_parts
-from innet.cassini.profiles import JobProfile
-from innet.cassini.scheduler import (
-    DEFAULT_CHECK,
-    DEFAULT_CHECKED,
-    ClusterPlan,
-    cluster_from_topology,
-    schedule,
-)
+from innet.cassini.experiments.draws import run_tasks
+from innet.cassini.experiments.settings import DEFAULT_EVALUATION, EvaluationSettings, SweepSettings
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.cluster import cluster_from_topology
+from innet.cassini.placement.scheduler import ClusterPlan, schedule
+from innet.cassini.sim.steady import Cache, FluidResult, JobRun
 from innet.errors import InputError
 from innet.table import format_table
 from innet.topology import Topology
@@ -119,50 +115,32 @@ def draw_pinned(topology: Topology, jobs: Sequence[JobProfile],
     return tuple(out)
 
 
-def run_plan(plan: ClusterPlan, agents: FluidConfig, cache: Cache | None = None) -> FluidResult:
-    """The fluid run of a plan; CASSINI's agents only where a job has a shift to keep."""
-    shifted = any(v != 0 for v in plan.shifts_ms.values())
-    config = agents if shifted else replace(agents, realign_pct=None)
-    return simulate_parts(plan.jobs, plan.traffic, plan.capacity_gbps, plan.shifts_ms, config,
-                          plan.mode, cache)
-
-
-def run_draw(topology: Topology, jobs: Sequence[JobProfile], index: int, *, seed: int = 0,
-             candidates: int = 20, agents: FluidConfig = DEFAULT_CHECK,
-             checked: int = DEFAULT_CHECKED, engine: Engine | None = None) -> Draw:
-    """Draw `index` of a sweep seeded `seed`: draw the running jobs' servers, plan, run the
-    three arms in the fluid model set by `agents` (iterations, and CASSINI's agents, which
-    run wherever a plan has shifts; the base's placement without shifts runs without), or
-    on `engine`. A pure function of its arguments: any process gives the same draw."""
-    rng = np.random.default_rng([seed, index])
+def run_draw(topology: Topology, jobs: Sequence[JobProfile], index: int,
+             settings: EvaluationSettings = DEFAULT_EVALUATION) -> Draw:
+    """Draw `index` of a sweep seeded `settings.planner.seed`: draw the running jobs'
+    servers, plan, run the three arms on the engine with `settings.config` (iterations, and
+    CASSINI's agents, which run wherever a plan has shifts; the base's placement without
+    shifts runs without). A pure function of its arguments: any process gives the same
+    draw."""
+    rng = np.random.default_rng([settings.planner.seed, index])
     drawn = draw_pinned(topology, jobs, rng)
-    result = schedule(topology, drawn, candidates=candidates, seed=seed, fluid=agents,
-                      checked=checked)
+    result = schedule(topology, drawn, settings.planner)
+    engine, config = settings.engine, settings.config
     arms: dict[str, ArmFigures] = {}
-    cache: Cache = {}
-    running = {j.name for j in drawn if j.hosts is not None}
-    base = result.base
-    if engine is not None:
-        for plan in (result.base, result.base_shifted, result.cassini):
-            shifted = any(v != 0 for v in plan.shifts_ms.values())
-            cfg = agents if shifted else replace(agents, realign_pct=None)
-            arms[plan.mode] = ArmFigures.of(engine.plan(topology, plan, cfg))
-        measured = engine.plan(topology, base, replace(agents, realign_pct=None), only=running)
-        arms["running-only"] = ArmFigures.of(_with_idle(measured, base, agents.iterations))
-        return _draw(index, drawn, arms, result)
+    cache: Cache = {}  # the fluid engine's groups of jobs, run once for the whole draw
     for plan in (result.base, result.base_shifted, result.cassini):
-        arms[plan.mode] = ArmFigures.of(run_plan(plan, agents, cache))
+        shifted = any(v != 0 for v in plan.shifts_ms.values())
+        run_config = config if shifted else config.without_agents()
+        arms[plan.mode] = ArmFigures.of(engine.plan(topology, plan, run_config, cache=cache))
     # what no placement of the arriving jobs can beat: the running jobs' own collisions
-    alone = {link: {k: v for k, v in per.items() if k in running}
-             for link, per in base.traffic.items()}
-    alone = {link: per for link, per in alone.items() if per}
-    arms["running-only"] = ArmFigures.of(simulate_parts(
-        base.jobs, alone, base.capacity_gbps, {}, replace(agents, realign_pct=None),
-        "running-only", cache))
+    running = {j.name for j in drawn if j.hosts is not None}
+    measured = engine.plan(topology, result.base, config.without_agents(), only=running,
+                           cache=cache)
+    arms["running-only"] = ArmFigures.of(with_idle(measured, result.base, config.iterations))
     return _draw(index, drawn, arms, result)
 
 
-def _with_idle(run: FluidResult, plan: ClusterPlan, iterations: int) -> FluidResult:
+def with_idle(run: FluidResult, plan: ClusterPlan, iterations: int) -> FluidResult:
     """The running jobs' run with every other job of the plan beside it at its own pace.
 
     The bound compares pooled figures with the base's, which pool every job; without the
@@ -184,76 +162,20 @@ def _draw(index: int, drawn: Sequence[JobProfile], arms: dict[str, ArmFigures],
                 result.cassini.score)
 
 
-def sweep(topology: Topology, jobs: Sequence[JobProfile], draws: int = DEFAULT_DRAWS, *,
-          seed: int = 0, candidates: int = 20, agents: FluidConfig = DEFAULT_CHECK,
-          checked: int = DEFAULT_CHECKED,
-          progress: Callable[[int], Any] | None = None, engine: Engine | None = None,
-          workers: int = 1, dask: str | None = None) -> list[Draw]:
-    """Every draw, in this process (workers=1), in `workers` processes, or on the Dask
-    scheduler at `dask` ("tcp://HOST:PORT"); `progress(i)` as draw i finishes. Each draw is
+def sweep(topology: Topology, jobs: Sequence[JobProfile], settings: SweepSettings,
+          progress: Callable[[int], Any] | None = None) -> list[Draw]:
+    """Every draw, where `settings` says; `progress(i)` as draw i finishes. Each draw is
     seeded by (seed, index) alone, so the numbers do not depend on where it ran."""
-    if draws < 1:
-        raise InputError(f"--draws must be >= 1, got {draws}")
-    if workers < 1:
-        raise InputError(f"--workers must be >= 1, got {workers}")
+    if settings.draws < 1:
+        raise InputError(f"--draws must be >= 1, got {settings.draws}")
+    if settings.workers < 1:
+        raise InputError(f"--workers must be >= 1, got {settings.workers}")
     if not any(j.hosts is not None for j in jobs):
         raise InputError("no job has hosts: a sweep draws the servers of the running jobs "
                          "(give some jobs a hosts list)")
-    task = functools.partial(run_draw, topology, tuple(jobs), seed=seed, candidates=candidates,
-                             agents=agents, checked=checked, engine=engine)
-    return run_tasks(task, draws, progress=progress, workers=workers, dask=dask)
-
-
-def run_tasks(task: Callable[[int], Any], draws: int, *,
-              progress: Callable[[int], Any] | None = None, workers: int = 1,
-              dask: str | None = None) -> list[Any]:
-    """task(i) for every draw i (each has an `index`), in this process, in `workers`
-    processes or on Dask, in index order; `progress(i)` as draw i finishes."""
-    out: dict[int, Any] = {}
-    if dask is not None:
-        for d in _on_dask(dask, task, draws):
-            out[d.index] = d
-            if progress is not None:
-                progress(d.index)
-    elif workers == 1 or draws == 1:
-        for i in range(draws):
-            out[i] = task(i)
-            if progress is not None:
-                progress(i)
-    else:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=min(workers, draws)) as pool:
-            futures = [pool.submit(task, i) for i in range(draws)]
-            for fut in as_completed(futures):
-                d = fut.result()
-                out[d.index] = d
-                if progress is not None:
-                    progress(d.index)
-    return [out[i] for i in range(draws)]
-
-
-def _on_dask(address: str, task: Callable[[int], Any], draws: int) -> Iterator[Any]:
-    """The draws on a Dask cluster, as they finish; an unreachable scheduler is one line."""
-    try:
-        import distributed
-    except ImportError:
-        raise InputError("--dask needs dask's distributed package: pip install dask "
-                         "distributed (in innet's venv)") from None
-    try:
-        connect: Any = distributed.Client  # untyped
-        client: Any = connect(address, timeout="5s")
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(f"cannot reach the Dask scheduler at {address}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                         ) from None
-    try:
-        futures = client.map(task, list(range(draws)), pure=False)
-        done: Any = distributed.as_completed
-        for fut in done(futures):
-            yield fut.result()
-    finally:
-        client.close()
+    task = functools.partial(run_draw, topology, tuple(jobs), settings=settings.evaluation)
+    return run_tasks(task, settings.draws, progress=progress, workers=settings.workers,
+                     dask=settings.dask)
 
 
 def _geomean(values: Sequence[float]) -> float:

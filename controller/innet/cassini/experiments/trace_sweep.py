@@ -1,8 +1,8 @@
 """Traces as evaluations and sweeps: job completion times for the base and CASSINI.
 
 One draw is one trace (`traces.make_trace(kind, topology, seed, index)`), replayed through
-the base and CASSINI (`traces.plan_trace`) and measured by an engine (the fluid model's
-`tracesim.simulate_trace`, or ns-3). Per arm: mean and p99 job completion time (JCT, from
+the base and CASSINI (`replay.plan_trace`) and measured by an engine (the fluid model's
+`sim.trace.simulate_trace`, or ns-3). Per arm: mean and p99 job completion time (JCT, from
 arrival to leaving), mean and p99 iteration slowdown, marks, re-alignments; beside them the
 no-contention ideal (each job at its own pace where the schedule placed it), and the share of
 the ideal's gain CASSINI captures, (base - CASSINI) / (base - ideal). A draw where CASSINI's
@@ -15,27 +15,21 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from innet.cassini.engine import Engine
-from innet.cassini.fluid import FluidConfig
-from innet.cassini.scheduler import DEFAULT_CHECK, DEFAULT_CHECKED
-from innet.cassini.sweep import run_tasks
-from innet.cassini.traces import (
-    DEFAULT_ITERATIONS,
-    DEFAULT_LOAD,
-    DEFAULT_OCCUPANCY,
-    DEFAULT_POISSON_JOBS,
-    SHARE_MIN_GAP,
-    Trace,
-    jct_share,
-    make_trace,
-    plan_trace,
+from innet.cassini.experiments.draws import run_tasks
+from innet.cassini.experiments.replay import SHARE_MIN_GAP, jct_share, plan_trace
+from innet.cassini.experiments.settings import (
+    DEFAULT_EVALUATION,
+    EvaluationSettings,
+    SweepSettings,
+    TraceSpec,
 )
-from innet.cassini.tracesim import TraceResult, TraceSchedule, simulate_trace
+from innet.cassini.experiments.traces import Trace
+from innet.cassini.sim.trace import TraceResult, TraceSchedule
 from innet.table import format_table
 from innet.topology import Topology
 
@@ -115,86 +109,71 @@ def _null(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
-def run_schedule(topology: Topology, sched: TraceSchedule, agents: FluidConfig,
-                 engine: Engine | None) -> TraceResult:
-    cfg = agents if sched.agents else replace(agents, realign_pct=None)
-    if engine is None:
-        return simulate_trace(sched, cfg)
-    return engine.trace(topology, sched, cfg)
+def run_schedule(topology: Topology, sched: TraceSchedule,
+                 settings: EvaluationSettings) -> TraceResult:
+    """One arm's schedule on the engine; CASSINI's agents only where a job has shifts."""
+    config = settings.config if sched.agents else settings.config.without_agents()
+    return settings.engine.trace(topology, sched, config)
 
 
-def evaluate_trace(topology: Topology, trace: Trace, index: int = 0, *, seed: int = 0,
-                   candidates: int = 20, checked: int = DEFAULT_CHECKED,
-                   agents: FluidConfig = DEFAULT_CHECK,
-                   engine: Engine | None = None, arm_workers: int = 1) -> TraceDraw:
+def evaluate_trace(topology: Topology, trace: Trace,
+                   settings: EvaluationSettings = DEFAULT_EVALUATION, index: int = 0,
+                   arm_workers: int = 1) -> TraceDraw:
     """Plan `trace` for every arm and measure each; the ideal from the base's schedule
     (the rounds place the same jobs at the same times in every arm: admission only counts
-    free GPUs). With an engine, `arm_workers` of its runs (the arms and the measured ideal:
-    separate processes, independent of each other) go at once: one large draw alone then
-    uses the machine's cores, as a sweep of many draws does with one process per draw."""
-    plans = plan_trace(topology, trace, candidates=candidates, seed=seed, checked=checked,
-                       fluid=agents)
-    arms: dict[str, TraceFigures] = {}
-    jobs: dict[str, list[dict[str, Any]]] = {}
+    free GPUs), and measured too by an engine that has contention to remove (ns-3). On an
+    engine of separate runs, `arm_workers` of them (the arms and the measured ideal:
+    independent of each other) go at once: one large draw alone then uses the machine's
+    cores, as a sweep of many draws does with one process per draw."""
+    plans = plan_trace(topology, trace, settings.planner)
+    engine = settings.engine
     schedules = list(plans.arms())
+    alone_config = settings.config.without_agents()
     alone: TraceResult | None = None
-    if engine is not None and arm_workers > 1:
+    if engine.separate_runs and arm_workers > 1:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=arm_workers) as pool:
-            ideal_run = pool.submit(engine.trace_alone, topology, plans.base,
-                                    replace(agents, realign_pct=None))
-            results = list(pool.map(lambda s: run_schedule(topology, s, agents, engine),
-                                    schedules))
+            ideal_run = pool.submit(engine.trace_alone, topology, plans.base, alone_config)
+            results = list(pool.map(lambda s: run_schedule(topology, s, settings), schedules))
             alone = ideal_run.result()
     else:
-        results = [run_schedule(topology, s, agents, engine) for s in schedules]
+        results = [run_schedule(topology, s, settings) for s in schedules]
+        alone = engine.trace_alone(topology, plans.base, alone_config)
+    arms: dict[str, TraceFigures] = {}
+    jobs: dict[str, list[dict[str, Any]]] = {}
     for sched, result in zip(schedules, results, strict=True):
         arms[sched.mode] = TraceFigures.of(result)
         hosts = sched.placement
         jobs[sched.mode] = [j.to_dict() | {"hosts": list(hosts[j.name])} for j in result.jobs]
     ideal = np.asarray([j["ideal_ms"] for j in jobs["base"]], dtype=np.float64)
     measured = measured_iteration = None
-    if engine is not None:
-        if alone is None:
-            alone = engine.trace_alone(topology, plans.base, replace(agents, realign_pct=None))
+    if alone is not None:
         measured, measured_iteration = alone.jct(), alone.iteration_slowdown()
         jobs["ideal"] = [j.to_dict() for j in alone.jobs]
     return TraceDraw(index, trace, arms, (float(ideal.mean()), float(np.percentile(ideal, 99))),
                      jobs, plans.cassini.warnings, measured, measured_iteration)
 
 
-def run_trace_draw(topology: Topology, kind: str, index: int, *, seed: int = 0,
-                   count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
-                   iterations: tuple[int, int] = DEFAULT_ITERATIONS,
-                   occupancy: float = DEFAULT_OCCUPANCY, candidates: int = 20,
-                   checked: int = DEFAULT_CHECKED, agents: FluidConfig = DEFAULT_CHECK,
-                   engine: Engine | None = None, arm_workers: int = 1) -> TraceDraw:
-    """Draw `index`: a trace of `kind` seeded (seed, index), evaluated. Any process gives
+def run_trace_draw(topology: Topology, spec: TraceSpec, settings: EvaluationSettings,
+                   index: int, arm_workers: int = 1) -> TraceDraw:
+    """Draw `index`: a trace of `spec` seeded (seed, index), evaluated. Any process gives
     the same draw."""
-    trace = make_trace(kind, topology, seed, index, count=count, load=load,
-                       iterations=iterations, occupancy=occupancy)
-    return evaluate_trace(topology, trace, index, seed=seed, candidates=candidates,
-                          checked=checked, agents=agents, engine=engine,
-                          arm_workers=arm_workers)
+    trace = spec.make(topology, settings.planner.seed, index)
+    return evaluate_trace(topology, trace, settings, index, arm_workers)
 
 
-def trace_sweep(topology: Topology, kind: str, draws: int, *, seed: int = 0,
-                count: int = DEFAULT_POISSON_JOBS, load: float = DEFAULT_LOAD,
-                iterations: tuple[int, int] = DEFAULT_ITERATIONS,
-                occupancy: float = DEFAULT_OCCUPANCY, candidates: int = 20,
-                checked: int = DEFAULT_CHECKED, agents: FluidConfig = DEFAULT_CHECK,
-                engine: Engine | None = None, progress: Callable[[int], Any] | None = None,
-                workers: int = 1, dask: str | None = None) -> list[TraceDraw]:
-    make_trace(kind, topology, seed, 0, count=count, load=load, iterations=iterations,
-               occupancy=occupancy)
+def trace_sweep(topology: Topology, spec: TraceSpec, settings: SweepSettings,
+                progress: Callable[[int], Any] | None = None) -> list[TraceDraw]:
+    """Every draw of `spec`, where `settings` says; `progress(i)` as draw i finishes."""
+    spec.make(topology, settings.evaluation.planner.seed, 0)  # a bad spec fails here, once
     # the cores the draws leave idle (fewer draws than workers) go to each draw's engine runs
-    arm_workers = max(1, workers // draws) if engine is not None and dask is None else 1
-    task = functools.partial(run_trace_draw, topology, kind, seed=seed, count=count, load=load,
-                             iterations=iterations, occupancy=occupancy,
-                             candidates=candidates, checked=checked,
-                             agents=agents, engine=engine, arm_workers=arm_workers)
-    return run_tasks(task, draws, progress=progress, workers=workers, dask=dask)
+    arm_workers = (max(1, settings.workers // settings.draws)
+                   if settings.evaluation.engine.separate_runs and settings.dask is None else 1)
+    task = functools.partial(run_trace_draw, topology, spec, settings.evaluation,
+                             arm_workers=arm_workers)
+    return run_tasks(task, settings.draws, progress=progress, workers=settings.workers,
+                     dask=settings.dask)
 
 
 def _geomean(values: Sequence[float]) -> float:

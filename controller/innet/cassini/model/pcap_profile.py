@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from innet.cassini.profiles import JOB_NAME, JobProfile, jobs_from_data
+from innet.cassini.model.profiles import JOB_NAME, JobProfile, jobs_from_data
 from innet.errors import InputError, quote
 from innet.limits import check_memory, check_time, duration
 
@@ -183,7 +183,7 @@ def autocorrelation(series: FloatArray) -> FloatArray:
     return acf
 
 
-def _smooth(series: FloatArray, width: int) -> FloatArray:
+def smooth(series: FloatArray, width: int) -> FloatArray:
     """The moving average np.convolve(series, ones(width) / width, "same") gives, from
     cumulative sums: linear in the series whatever the width (the convolution was
     series x width: 3^12 wide over 8 million bins ran for minutes)."""
@@ -266,7 +266,7 @@ def find_period(series: FloatArray, bin_ms: float, min_ms: float | None = None,
     error: InputError | None = None
     for width in (_widths(hi) if hi >= 8 else []):
         try:
-            found = _coarse_lag(autocorrelation(_smooth(series, width)), n, lo, hi)
+            found = _coarse_lag(autocorrelation(smooth(series, width)), n, lo, hi)
         except InputError as exc:
             error = error or exc
             continue

@@ -3,7 +3,7 @@
 A profile is data, never code: an iteration time and the Up phases (offset, duration, Gbps)
 within it; the Down phases (compute) are the gaps, at demand 0. It comes from a jobs file,
 from the shipped model zoo (`controller/innet/data/model_zoo.json`, illustrative numbers) or from a
-packet capture (`innet.cassini.pcap_profile`). Everything a user can get wrong is refused
+packet capture (`innet.cassini.model.pcap_profile`). Everything a user can get wrong is refused
 here with the job and field named, so the planners downstream can trust their input.
 
 ```json

@@ -46,18 +46,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from innet.cassini.fluid import (
-    FluidConfig,
-    FluidResult,
-    JobRun,
-    LinkRun,
-    realign_grid,
-    run_bound,
-    segments,
-)
-from innet.cassini.profiles import JobProfile
-from innet.cassini.scheduler import ClusterPlan, ring_hops
-from innet.cassini.tracesim import JobOutcome, TraceResult, TraceSchedule, ideal_ms, trace_bound
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.placement.cluster import ring_hops
+from innet.cassini.placement.scheduler import ClusterPlan
+from innet.cassini.sim.fluid import FluidConfig, realign_grid, segments
+from innet.cassini.sim.steady import Cache, FluidResult, JobRun, LinkRun, run_bound
+from innet.cassini.sim.trace import JobOutcome, TraceResult, TraceSchedule, ideal_ms, trace_bound
 from innet.errors import InputError
 from innet.routing import next_hops
 from innet.topology import Topology
@@ -652,6 +646,10 @@ class Ns3Engine:
 
     settings: Ns3Settings = field(default_factory=Ns3Settings)
     name: str = "ns3"
+    separate_runs: bool = True  # each run is an ns-3 process of its own
+
+    def marks_note(self, config: FluidConfig) -> str:
+        return f"{self.name} engine (marks: CE-marked packets at switch queues)"
 
     def describe(self, fastest_gbps: float, trace: bool = False) -> str:
         """One line for the output: what runs, and the rate scale (a trace has no warm-up:
@@ -729,7 +727,9 @@ class Ns3Engine:
         return TraceResult("ideal", jobs, 0.0, max((o.finish_ms for o in jobs), default=0.0))
 
     def plan(self, topology: Topology, plan: ClusterPlan, config: FluidConfig,
-             only: set[str] | None = None) -> FluidResult:
+             only: set[str] | None = None, cache: Cache | None = None) -> FluidResult:
+        """The plan on ns-3 (`only`: those jobs alone; nothing to cache: every run is
+        measured afresh)."""
         run = run_of_plan(plan, only)
         hosts = sorted({h for hs in run.placement.values() for h in hs})
         return self.run(network_of(topology, hosts), run, config)

@@ -1,6 +1,6 @@
 """A trace's jobs over time in the fluid model: arrive, wait for GPUs, train, leave.
 
-`innet.cassini.fluid.simulate` runs a fixed set of jobs until each has measured enough
+`innet.cassini.sim.steady.simulate` runs a fixed set of jobs until each has measured enough
 iterations; a trace needs more: each job becomes ready at a time (when the scheduler placed
 it), may have to wait for the jobs that held its GPUs before it (`after`), trains exactly
 `iterations` iterations and leaves, so its traffic stops contending and its completion time
@@ -14,11 +14,12 @@ it), may have to wait for the jobs that held its GPUs before it (`after`), train
 - At the end of each iteration but the last, an agent whose job got a new shift (the
   scheduler re-planned at a later round) waits for the new grid's next point, whatever it
   costs (the paper's agents apply new shifts at the next iteration); otherwise it re-aligns
-  as `fluid._advance` does (late by more than `realign_pct` of T, wait at most
+  as the steady simulation does (late by more than `realign_pct` of T, wait at most
   `realign_budget_pct`).
 - After its last iteration the job leaves at once.
 
-Up phases share links max-min fairly as in `fluid`; marks are the same fluid-queue proxy.
+Up phases share links max-min fairly and marks are the same fluid-queue proxy: both
+simulations advance with `fluid.step`.
 """
 
 from __future__ import annotations
@@ -31,24 +32,23 @@ from typing import Any
 
 import numpy as np
 
-from innet.cassini.fluid import (
-    _EPS,
+from innet.cassini.model.profiles import JobProfile
+from innet.cassini.sim.fluid import (
+    EPS,
     MAX_EVENTS,
     FluidConfig,
-    _fill,
-    _max_min,
-    _offered,
-    _time_above,
+    Links,
     realign_grid,
     segments,
+    step,
 )
-from innet.cassini.profiles import JobProfile
 from innet.errors import InputError
 
 
 @dataclass(frozen=True)
 class TraceJobRun:
-    """What an engine runs for one job of a trace (plain data, from `traces.plan_trace`)."""
+    """What an engine runs for one job of a trace (plain data, from
+    `experiments.replay.plan_trace`)."""
 
     profile: JobProfile
     arrival_ms: float
@@ -189,39 +189,85 @@ def simulate_trace(sched: TraceSchedule, config: FluidConfig | None = None,
     """Run the schedule until every job has left (the rules in the module's docstring)."""
     config = config if config is not None else FluidConfig()
     config.check()
-    names = [link for link, per in sched.traffic.items() if per]
-    index = {link: i for i, link in enumerate(names)}
-    capacity = [float(sched.capacity_gbps[link]) for link in names]
-    grids = realign_grid([j.profile for j in sched.jobs], sched.traffic)
-    states = {j.name: _State(j, segments(j.profile),
-                             [(index[link], int(sched.traffic[link][j.name])) for link in names
-                              if j.name in sched.traffic[link]], grids[j.name])
-              for j in sched.jobs}
-    order = list(states.values())
-    horizon = trace_bound(sched) * 1.01 + 1.0
-    threshold = config.threshold_kb * 8e-3
-    buffer = config.buffer_kb * 8e-3
-    per_packet = config.packet_bytes * 8e-6
-    queue = [0.0] * len(names)
-    queued: set[int] = set()  # links whose queue is not empty: only they and loaded ones move
-    marks = [0.0] * len(names)
-    pct = config.realign_pct if config.realign_pct is not None else 5.0
-    t = 0.0
-    guard = 0
     limit = 4 * sum((j.iterations + 2) * (len(segments(j.profile)) + 2) for j in sched.jobs)
     if limit > MAX_EVENTS and not config.force:
         raise InputError(f"the fluid model would take up to {limit:.3g} steps (about "
                          f"{limit / 1e5:.0f} s; at most {MAX_EVENTS:.0e} without --force): "
                          "fewer jobs or iterations")
+    run = _TraceRun(sched, config)
+    horizon = trace_bound(sched) * 1.01 + 1.0
+    guard = 0
+    while any(s.phase != "done" for s in run.order):
+        guard += 1
+        if run.t > horizon or guard > limit + 1000:
+            raise RuntimeError(f"fluid trace past its bound (t {run.t:.6g} of {horizon:.6g} "
+                               f"ms, {guard} steps)")
+        run.step()
+    outcomes = tuple(JobOutcome(s.run.name, s.run.profile.iteration_ms, s.run.arrival_ms,
+                                ideal_ms(s.run), s.started, s.finished, tuple(s.times),
+                                s.marks, s.realigned) for s in run.order)
+    return TraceResult(label if label is not None else sched.mode, outcomes,
+                       sum(run.links.marks), run.t)
 
-    def startable(s: _State) -> bool:
-        return all(states[a].phase == "done" for a in s.run.after if a in states)
 
-    def begin(s: _State, now: float) -> None:
-        s.start = now
-        s.phase, s.seg, s.left = "busy", 0, s.segments[0][1]
+class _TraceRun:
+    """One trace run in progress: the jobs' states, the links and the clock."""
 
-    def end_iteration(s: _State, now: float) -> None:
+    def __init__(self, sched: TraceSchedule, config: FluidConfig) -> None:
+        names = [link for link, per in sched.traffic.items() if per]
+        index = {link: i for i, link in enumerate(names)}
+        grids = realign_grid([j.profile for j in sched.jobs], sched.traffic)
+        self.states = {j.name: _State(j, segments(j.profile),
+                                      [(index[link], int(sched.traffic[link][j.name]))
+                                       for link in names if j.name in sched.traffic[link]],
+                                      grids[j.name])
+                       for j in sched.jobs}
+        self.order = list(self.states.values())
+        self.links = Links.of([float(sched.capacity_gbps[link]) for link in names], config)
+        self.config = config
+        self.pct = config.realign_pct if config.realign_pct is not None else 5.0
+        self.t = 0.0
+
+    def startable(self, s: _State) -> bool:
+        return all(self.states[a].phase == "done" for a in s.run.after if a in self.states)
+
+    def step(self) -> None:
+        """Start the jobs whose time has come, then one step of the fluid model."""
+        t = self.t
+        for s in self.order:  # jobs whose GPUs and time have come
+            if s.phase == "idle" and self.startable(s) and s.run.ready_ms <= t + EPS * max(1, t):
+                self.start(s, t)
+        up = [s for s in self.order if s.phase == "busy" and s.segments[s.seg][0]]
+        timers = [s for s in self.order
+                  if s.phase == "wait" or (s.phase == "busy" and not s.segments[s.seg][0])]
+        until = min((max(0.0, s.run.ready_ms - t) for s in self.order
+                     if s.phase == "idle" and self.startable(s)), default=math.inf)
+        self.t = t = t + step(self.links, up, timers, until,
+                              "fluid trace: no job can progress (a dependency loop or a "
+                              "zero rate)")
+        for s in self.order:
+            while s.phase in ("busy", "wait") and s.left <= EPS * max(1.0, t):
+                if s.phase == "wait":
+                    _begin(s, t)
+                elif s.seg < len(s.segments) - 1:
+                    s.seg += 1
+                    s.left = s.segments[s.seg][1]
+                else:
+                    self.end_iteration(s, t)
+
+    def start(self, s: _State, t: float) -> None:
+        """The job's GPUs are free: with an agent it waits for its grid, else it starts."""
+        s.started = t
+        if s.run.shifts:
+            s.aligned = s.shift_at(t)
+            wait = _to_grid(s.aligned, s.grid, t)
+            if wait > 0:
+                s.phase, s.left = "wait", wait
+                s.start = t + wait
+                return
+        _begin(s, t)
+
+    def end_iteration(self, s: _State, now: float) -> None:
         s.times.append(now - s.start)
         if len(s.times) >= s.run.iterations:
             s.phase, s.finished, s.left = "done", now, math.inf
@@ -234,77 +280,20 @@ def simulate_trace(sched: TraceSchedule, config: FluidConfig | None = None,
             else:
                 late = (s.grid - wait) % s.grid if wait > 0 else 0.0
                 period = s.run.profile.iteration_ms
-                if not (late > pct / 100.0 * period
-                        and wait <= config.realign_budget_pct / 100.0 * period + _EPS):
+                if not (late > self.pct / 100.0 * period
+                        and wait <= self.config.realign_budget_pct / 100.0 * period + EPS):
                     wait = 0.0
-            if wait > 0:  # counted in the iteration it ends, as fluid._advance does
+            if wait > 0:  # counted in the iteration it ends, as the steady simulation does
                 s.realigned += 1
                 s.times[-1] += wait
                 s.phase, s.left = "wait", wait
                 return
-        begin(s, now)
+        _begin(s, now)
 
-    while any(s.phase != "done" for s in order):
-        guard += 1
-        if t > horizon or guard > limit + 1000:
-            raise RuntimeError(f"fluid trace past its bound (t {t:.6g} of {horizon:.6g} ms, "
-                               f"{guard} steps)")
-        for s in order:  # jobs whose GPUs and time have come
-            if s.phase == "idle" and startable(s) and s.run.ready_ms <= t + _EPS * max(1, t):
-                s.started = t
-                if s.run.shifts:
-                    s.aligned = s.shift_at(t)
-                    wait = _to_grid(s.aligned, s.grid, t)
-                    if wait > 0:
-                        s.phase, s.left = "wait", wait
-                        s.start = t + wait
-                        continue
-                begin(s, t)
-        up = [s for s in order if s.phase == "busy" and s.segments[s.seg][0]]
-        rates = _max_min(up, capacity) if up else []  # type: ignore[arg-type]
-        dt = math.inf
-        for s in order:
-            if s.phase == "wait" or (s.phase == "busy" and not s.segments[s.seg][0]):
-                dt = min(dt, s.left)
-            elif s.phase == "idle" and startable(s):
-                dt = min(dt, max(0.0, s.run.ready_ms - t))
-        for s, r in zip(up, rates, strict=True):
-            if r > 0:
-                dt = min(dt, s.left / r)
-        if not math.isfinite(dt):
-            raise RuntimeError("fluid trace: no job can progress (a dependency loop or a "
-                               "zero rate)")
-        dt = max(dt, 0.0)
-        offered, shares = _offered(up, len(names))
-        for i in sorted({link for s in up for link, _ in s.links} | queued):
-            slope = offered[i] - capacity[i]
-            above = _time_above(queue[i], slope, dt, threshold)
-            if above > 0:  # a draining queue above the threshold marks too, as in fluid
-                volume = capacity[i] * above / per_packet
-                marks[i] += volume
-                for s, part in shares[i]:
-                    s.marks += volume * part / offered[i]
-            _fill(queue, queued, i, slope * dt, buffer)
-        t += dt
-        rate_of = {id(s): r for s, r in zip(up, rates, strict=True)}
-        for s in order:
-            if s.phase == "busy" and s.segments[s.seg][0]:
-                s.left -= rate_of[id(s)] * dt
-            elif s.phase in ("busy", "wait"):
-                s.left -= dt
-        for s in order:
-            while s.phase in ("busy", "wait") and s.left <= _EPS * max(1.0, t):
-                if s.phase == "wait":
-                    begin(s, t)
-                elif s.seg < len(s.segments) - 1:
-                    s.seg += 1
-                    s.left = s.segments[s.seg][1]
-                else:
-                    end_iteration(s, t)
-    outcomes = tuple(JobOutcome(s.run.name, s.run.profile.iteration_ms, s.run.arrival_ms,
-                                ideal_ms(s.run), s.started, s.finished, tuple(s.times),
-                                s.marks, s.realigned) for s in order)
-    return TraceResult(label if label is not None else sched.mode, outcomes, sum(marks), t)
+
+def _begin(s: _State, now: float) -> None:
+    s.start = now
+    s.phase, s.seg, s.left = "busy", 0, s.segments[0][1]
 
 
 def traffic_of(routes: Mapping[str, Sequence[Sequence[str]]]) -> dict[str, dict[str, int]]:
