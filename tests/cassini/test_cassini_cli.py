@@ -73,7 +73,7 @@ def test_evaluate_writes_the_table_and_plots(capsys: pytest.CaptureFixture[str],
 
 def test_profile_writes_a_jobs_file_the_planner_reads(capsys: pytest.CaptureFixture[str],
                                                       tmp_path: Path) -> None:
-    from test_cassini_pcap import write_bursts
+    from captures import write_bursts
 
     capture = tmp_path / "job.pcap"
     write_bursts(capture, period_ms=100, on_ms=40, iterations=12)
