@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from innet.emulation.net import _own_leftovers, require_bmv2, require_mininet
+from innet.emulation.net import own_leftovers, require_bmv2, require_mininet
 from innet.topology import load_topology
 
 WHY = require_mininet() or require_bmv2()
@@ -50,7 +50,7 @@ def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None
                     "duration_s", "goodput_values_per_s", "events", "link_repeats"):
             assert key in entry
     assert (tmp_path / "aggregation.png").exists() and (tmp_path / "summary.md").exists()
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_with_loss_every_strategy_measures_phi_exactly(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_with_loss_every_strategy_measures_phi_exactly(tmp_path: Path) -> None:
         _check_cost(r)
         assert r.events["fault_drop"] > 0 and r.retransmissions > 0, r
     assert sum(r.total_cost - r.measured_cost for r in results) > 0
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path)
     assert sent >= 32 * 16 and r.duration_s >= (sent - 1) / 200, r
     summary = (tmp_path / "summary.md").read_text()
     assert "Link-bound regime: the fastest link drains 200 packets/s" in summary
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> 
     saved = json.loads((tmp_path / "results.json").read_text())
     assert [r["label"] for r in saved["runs"]] == ["base", "base+shifts", "cassini"]
     assert (tmp_path / "cassini.png").exists() and (tmp_path / "summary.md").exists()
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> None:
@@ -144,4 +144,4 @@ def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> 
         _check_cost(r)
     text = (tmp_path / "logs" / "controller.log").read_text()
     assert "s4: stream lost" in text and "s4: program loaded again" in text
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
