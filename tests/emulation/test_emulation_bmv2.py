@@ -30,11 +30,12 @@ def _check_cost(r: Any) -> None:
 
 
 def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None:
-    from innet.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top", "all-red"), k=4,
-                              values=20 * 32 + 5, progress=False)
+    results = run_aggregation(AggregationRunOptions(
+        topo_file, strategies=("soar", "top", "all-red"), k=4, values=20 * 32 + 5,
+        progress=False), tmp_path)
     assert [r.strategy for r in results] == ["soar", "top", "all-red"]
     for r in results:
         assert r.sums_exact, r
@@ -56,11 +57,15 @@ def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None
 def test_with_loss_every_strategy_measures_phi_exactly(tmp_path: Path) -> None:
     """5% of the aggregation packets dropped at every switch: every strategy still measures
     its phi exactly on the uplinks, and what was sent again shows as overhead."""
-    from innet.emulation.aggregation import DEFAULT_STRATEGIES, run_aggregation
+    from innet.emulation.aggregation import (
+        DEFAULT_STRATEGIES,
+        AggregationRunOptions,
+        run_aggregation,
+    )
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    results = run_aggregation(topo_file, tmp_path, k=4, values=20 * 32, loss=0.05,
-                              progress=False)
+    results = run_aggregation(AggregationRunOptions(topo_file, k=4, values=20 * 32, loss=0.05,
+                                                    progress=False), tmp_path)
     assert [r.strategy for r in results] == list(DEFAULT_STRATEGIES)
     for r in results:
         assert r.sums_exact, r
@@ -75,11 +80,12 @@ def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path)
     on bt15, s1's uplink to the destination carries 16 messages per chunk at 200 packets/s;
     BMv2 spaces a rate-limited queue's packets by 1 / rate, so the stream cannot end before
     that link has drained them all (it takes about a tenth of that without rates)."""
-    from innet.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    (r,) = run_aggregation(topo_file, tmp_path, strategies=("all-red",), k=4, values=32 * 32,
-                           link_pps=200, progress=False)
+    (r,) = run_aggregation(AggregationRunOptions(topo_file, strategies=("all-red",), k=4,
+                                                 values=32 * 32, link_pps=200, progress=False),
+                           tmp_path)
     assert r.sums_exact, r
     _check_cost(r)
     assert (r.bottleneck_switch, r.bottleneck_messages, r.bottleneck_pps) == ("s1", 16, 200)
@@ -122,7 +128,7 @@ def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> 
     """The experiment runs on the long-running controller: s4 (blue under SOAR, k = 4) is
     killed and started again without a program between two plans; the controller loads it
     again and the next plan's sums and costs are exact."""
-    from innet.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
 
     restarted: list[str] = []
 
@@ -136,8 +142,9 @@ def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> 
         restarted.append(strategy)
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top"), k=4,
-                              values=10 * 32, progress=False, before_plan=restart_s4)
+    results = run_aggregation(AggregationRunOptions(topo_file, strategies=("soar", "top"), k=4,
+                                                    values=10 * 32, progress=False),
+                              tmp_path, before_plan=restart_s4)
     assert restarted == ["top"]
     for r in results:
         assert r.sums_exact, r

@@ -136,12 +136,12 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
         skipped.append(f"the BMv2 experiments (innet run aggregation / cassini): {why}")
         print(f"skipped: {why}")
     else:
-        from innet.emulation.aggregation import run_aggregation
+        from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
         from innet.emulation.cassini_run import run_cassini
 
-        results = run_aggregation(bt15, out / "run-aggregation",
-                                  strategies=("soar", "top", "max", "all-red"), k=4,
-                                  values=1024 if args.quick else 8192)
+        results = run_aggregation(AggregationRunOptions(
+            bt15, strategies=("soar", "top", "max", "all-red"), k=4,
+            values=1024 if args.quick else 8192), out / "run-aggregation")
         # BMv2 drops a packet now and then under load; the protocol retransmits it, and the
         # switches count it apart: measured == phi, the overhead beside it
         print(format_table(["strategy", "predicted phi", "measured", "with overhead",

@@ -13,9 +13,12 @@ from innet.cli.oldflags import renamed
 from innet.cli.outpaths import output_dir
 from innet.emulation.aggregation import (
     DEFAULT_INFLIGHT,
+    DEFAULT_STRATEGIES,
     DEFAULT_VALUES,
     DEFAULT_WINDOW,
     QUEUE_BUDGET,
+    AggregationRunOptions,
+    Timers,
 )
 from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from innet.emulation.net import EmulationError, require_bmv2, require_mininet
@@ -169,23 +172,26 @@ def _check_environment() -> None:
             raise InputError(f"cannot run the experiment: {why}. {NEEDS}")
 
 
+def aggregation_options(args: argparse.Namespace) -> AggregationRunOptions:
+    """`innet run aggregation`'s flags as the options the experiment takes."""
+    return AggregationRunOptions(
+        topology=args.topology,
+        strategies=tuple(args.strategy) if args.strategy else DEFAULT_STRATEGIES,
+        k=args.k, values=args.values, loss=args.loss, window=args.window,
+        inflight=args.inflight, jobs=args.concurrent_jobs, workload=args.workload,
+        seed=args.seed, pcap=args.pcap,
+        timers=Timers(args.rto_floor_ms / 1e3, args.rto_ceiling_ms / 1e3),
+        multicast=not args.unicast_results, link_pps=args.link_pps)
+
+
 def cmd_aggregation(args: argparse.Namespace) -> int:
-    from innet.emulation.aggregation import DEFAULT_STRATEGIES, Timers, run_aggregation
+    from innet.emulation.aggregation import run_aggregation
     from innet.table import format_table
 
     _check_environment()
     out = args.out or default_out("aggregation")
-    strategies = tuple(args.strategy) if args.strategy else DEFAULT_STRATEGIES
     try:
-        results = run_aggregation(args.topology, out, strategies=strategies, k=args.k,
-                                  values=args.values, loss=args.loss, window=args.window,
-                                  inflight=args.inflight,
-                                  jobs=args.concurrent_jobs, workload_path=args.workload,
-                                  seed=args.seed, pcap=args.pcap,
-                                  timers=Timers(args.rto_floor_ms / 1e3,
-                                                args.rto_ceiling_ms / 1e3),
-                                  multicast=not args.unicast_results,
-                                  link_pps=args.link_pps)
+        results = run_aggregation(aggregation_options(args), out)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     # first transmissions are counted apart from what is sent again: cost == phi, lossy or not
