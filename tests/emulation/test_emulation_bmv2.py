@@ -99,11 +99,12 @@ def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path)
 def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> None:
     """Four zoo jobs, three arms on the same hosts; results.json has per arm the CE marks at
     receivers and switches and the mean and p99 iteration times."""
-    from innet.emulation.cassini_run import run_cassini
+    from innet.emulation.cassini_run import CassiniRunOptions, run_cassini
 
     topo_file = str(ROOT / "topologies" / "leafspine24.json")
-    result = run_cassini(topo_file, str(ROOT / "examples" / "jobs-4-leafspine.json"),
-                         tmp_path, iterations=8, progress=False).to_dict()
+    result = run_cassini(CassiniRunOptions(topo_file,
+                                           str(ROOT / "examples" / "jobs-4-leafspine.json"),
+                                           iterations=8, progress=False), tmp_path).to_dict()
     base, shifted, cassini = result["runs"]
     assert [r["label"] for r in result["runs"]] == ["base", "base+shifts", "cassini"]
     assert result["plans"]["cassini"]["shifts_ms"]["vgg19-b"] == pytest.approx(120.0)

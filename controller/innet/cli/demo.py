@@ -137,7 +137,7 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
         print(f"skipped: {why}")
     else:
         from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
-        from innet.emulation.cassini_run import run_cassini
+        from innet.emulation.cassini_run import CassiniRunOptions, run_cassini
 
         results = run_aggregation(AggregationRunOptions(
             bt15, strategies=("soar", "top", "max", "all-red"), k=4,
@@ -150,8 +150,9 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
                              r.retransmissions, "yes" if r.sums_exact else "NO"]
                             for r in results], digits=4))
         done.append(f"innet run aggregation -> {out / 'run-aggregation'}")
-        res2 = run_cassini(leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
-                           out / "run-cassini", iterations=15 if args.quick else 30)
+        res2 = run_cassini(CassiniRunOptions(
+            leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
+            iterations=15 if args.quick else 30), out / "run-cassini")
         for r in res2.runs:
             print(f"{r.label}: {r.ce_total} CE marks at the receivers, iterations mean "
                   f"{r.mean_ms:.0f} ms, p99 {r.p99_ms:.0f} ms")

@@ -20,7 +20,7 @@ from innet.emulation.aggregation import (
     AggregationRunOptions,
     Timers,
 )
-from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
+from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN, CassiniRunOptions
 from innet.emulation.net import EmulationError, require_bmv2, require_mininet
 from innet.errors import InputError
 from innet.jsonout import print_json
@@ -217,6 +217,14 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cassini_options(args: argparse.Namespace) -> CassiniRunOptions:
+    """`innet run cassini`'s flags as the options the experiment takes."""
+    return CassiniRunOptions(args.topology, args.jobs, iterations=args.iterations,
+                             capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
+                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap,
+                             slowdown=args.slowdown)
+
+
 def cmd_cassini(args: argparse.Namespace) -> int:
     from innet.emulation.cassini_run import run_cassini
     from innet.table import format_table
@@ -224,10 +232,7 @@ def cmd_cassini(args: argparse.Namespace) -> int:
     _check_environment()
     out = args.out or default_out("cassini")
     try:
-        result = run_cassini(args.topology, args.jobs, out, iterations=args.iterations,
-                             capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
-                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap,
-                             slowdown=args.slowdown)
+        result = run_cassini(cassini_options(args), out)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     if args.json:
