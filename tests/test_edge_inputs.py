@@ -609,7 +609,7 @@ def test_run_json_is_one_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     from innet.cli import run as emulation_cli
     from innet.emulation import aggregation, cassini_run
 
-    monkeypatch.setattr(emulation_cli, "_check_environment", lambda: None)
+    monkeypatch.setattr(emulation_cli, "check_environment", lambda: None)
     run_ = aggregation.StrategyRun("soar", 4, ("s4",), 5, 28.0, 28.0, True, 12, {"s4": 5},
                                    {"s4": 1})
     monkeypatch.setattr(aggregation, "run_aggregation", lambda *a, **k: [run_])
