@@ -111,7 +111,7 @@ def test_the_acknowledgement_says_when_the_end_reached_the_receivers_kernel(
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(1.0)
         before = time.time()
-        end = agent._HEAD.pack(agent.MAGIC, agent.KIND_END, 0, 7, 3, 0, 0)
+        end = agent.HEADER.pack(agent.MAGIC, agent.KIND_END, 0, 7, 3, 0, 0)
         s.sendto(end, ("127.0.0.1", agent.DATA_PORT))
         first = s.recv(64)
         time.sleep(0.1)
@@ -119,8 +119,8 @@ def test_the_acknowledgement_says_when_the_end_reached_the_receivers_kernel(
         again = s.recv(64)
         after = time.time()
     rx.join()
-    head = agent._HEAD.unpack_from(first)
+    head = agent.HEADER.unpack_from(first)
     assert (head[1], head[3], head[4]) == (agent.KIND_ACK, 7, 3)
-    (arrived,) = agent._ARRIVED.unpack_from(first, agent._HEAD.size)
+    (arrived,) = agent.ARRIVED.unpack_from(first, agent.HEADER.size)
     assert before <= arrived <= before + 0.1 and arrived < after
-    assert agent._ARRIVED.unpack_from(again, agent._HEAD.size)[0] == arrived
+    assert agent.ARRIVED.unpack_from(again, agent.HEADER.size)[0] == arrived

@@ -30,8 +30,8 @@ from typing import Any
 DATA_PORT = 50001
 MAGIC = 0x1CA5
 KIND_DATA, KIND_END, KIND_ACK, KIND_ECHO = 0, 1, 2, 3
-_HEAD = struct.Struct("!HBBHIII")  # magic, kind, tos seen, job, iteration, seq, sent packets
-_ARRIVED = struct.Struct("!d")  # after an ACK's header: when the first END arrived (UNIX s)
+HEADER = struct.Struct("!HBBHIII")  # magic, kind, tos seen, job, iteration, seq, sent packets
+ARRIVED = struct.Struct("!d")  # after an ACK's header: when the first END arrived (UNIX s)
 # Linux's SO_TIMESTAMPNS (the socket module does not name it): the kernel's receive time of
 # each datagram, as a struct timespec in the ancillary data
 SO_TIMESTAMPNS = 35
@@ -110,16 +110,16 @@ def _drain(sock: socket.socket, job: int, control: RateControl | None,
             data = sock.recv(64, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError, TimeoutError):
             return acked
-        if len(data) < _HEAD.size:
+        if len(data) < HEADER.size:
             continue
-        magic, kind, _, ajob, ait, packets, marked = _HEAD.unpack_from(data)
+        magic, kind, _, ajob, ait, packets, marked = HEADER.unpack_from(data)
         if magic != MAGIC or ajob != job:
             continue
         if kind == KIND_ECHO and control is not None:
             control.echo(packets, marked)
         elif kind == KIND_ACK and ait == want_ack:
-            acked = (_ARRIVED.unpack_from(data, _HEAD.size)[0]
-                     if len(data) >= _HEAD.size + _ARRIVED.size else math.nan)
+            acked = (ARRIVED.unpack_from(data, HEADER.size)[0]
+                     if len(data) >= HEADER.size + ARRIVED.size else math.nan)
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class _Sender:
         self.control = RateControl(settings.window_s) if settings.react else None
         self.seq = 0
         self.min_rtt = math.inf
-        self.pad = b"\0" * (PAYLOAD_BYTES - _HEAD.size)
+        self.pad = b"\0" * (PAYLOAD_BYTES - HEADER.size)
 
     @property
     def cuts(self) -> int:
@@ -235,7 +235,7 @@ class _Sender:
                 if self.control is not None:
                     _drain(self.sock, s.job, self.control)
                     self.control.tick(time.time())
-                self.sock.sendto(_HEAD.pack(MAGIC, KIND_DATA, 0, s.job, iteration, self.seq, 0)
+                self.sock.sendto(HEADER.pack(MAGIC, KIND_DATA, 0, s.job, iteration, self.seq, 0)
                                  + self.pad, (s.dest, s.port))
                 last = time.time()
                 self.seq += 1
@@ -259,7 +259,7 @@ class _Sender:
         asked = time.time()
         deadline = asked + max(1.0, 2 * s.period)
         while ack_time is None and time.time() < deadline:
-            self.sock.sendto(_HEAD.pack(MAGIC, KIND_END, 0, s.job, iteration, self.seq, sent),
+            self.sock.sendto(HEADER.pack(MAGIC, KIND_END, 0, s.job, iteration, self.seq, sent),
                              (s.dest, s.port))
             wait_until = time.time() + 0.05
             while ack_time is None and time.time() < wait_until:
@@ -339,14 +339,14 @@ class _Counts:
     def take(self, data: bytes, anc: list[tuple[int, int, bytes]], addr: Any, now: float
              ) -> bytes | None:
         """Count one datagram; the answer it calls for (an ACK, an echo), if any."""
-        if len(data) < _HEAD.size:
+        if len(data) < HEADER.size:
             return None
-        magic, kind, _, job, it, _, _sent = _HEAD.unpack_from(data)
+        magic, kind, _, job, it, _, _sent = HEADER.unpack_from(data)
         if magic != MAGIC:
             return None
         if kind == KIND_END:
             at = self.ended.setdefault((addr, job, it), _kernel_time(anc) or now)
-            return _HEAD.pack(MAGIC, KIND_ACK, 0, job, it, 0, 0) + _ARRIVED.pack(at)
+            return HEADER.pack(MAGIC, KIND_ACK, 0, job, it, 0, 0) + ARRIVED.pack(at)
         tos = 0
         for level, ctype, cdata in anc:
             if level == socket.IPPROTO_IP and ctype == socket.IP_TOS and cdata:
@@ -363,7 +363,7 @@ class _Counts:
         if echo[0] < ECHO_EVERY:
             return None
         # tell the sender what the queues did to its packets
-        reply = _HEAD.pack(MAGIC, KIND_ECHO, 0, job, it, echo[0], echo[1])
+        reply = HEADER.pack(MAGIC, KIND_ECHO, 0, job, it, echo[0], echo[1])
         echo[0] = echo[1] = 0
         return reply
 
