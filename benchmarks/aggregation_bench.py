@@ -41,7 +41,12 @@ from pathlib import Path
 
 from innet import aggpacket as ap
 from innet.bmv2.thrift import run_cli
-from innet.emulation.aggregation import Timers, default_workload, run_aggregation
+from innet.emulation.aggregation import (
+    AggregationRunOptions,
+    Timers,
+    default_workload,
+    run_aggregation,
+)
 from innet.emulation.experiment import controlled_network
 from innet.p4rt.client import SwitchClient
 from innet.p4rt.deploy import deploy
@@ -191,11 +196,11 @@ def main() -> int:
         for loss in args.loss:
             values = sizes.get(loss, args.values)
             old = not multicast and loss > 0
-            results = run_aggregation(str(BT15), args.out / f"{label[:9]}-loss-{loss}",
-                                      strategies=("soar", "all-red"), k=4, values=values,
-                                      loss=loss, multicast=multicast,
-                                      timers=Timers(0.2, 0.5, 0.5) if old else timers,
-                                      progress=False)
+            options = AggregationRunOptions(
+                str(BT15), strategies=("soar", "all-red"), k=4, values=values, loss=loss,
+                multicast=multicast, timers=Timers(0.2, 0.5, 0.5) if old else timers,
+                progress=False)
+            results = run_aggregation(options, args.out / f"{label[:9]}-loss-{loss}")
             for r in results:
                 rows.append([label, f"{loss:.0%}", r.strategy, r.values, r.window, r.inflight,
                              r.retransmissions, r.duration_s, round(r.goodput_values_per_s),
@@ -213,8 +218,9 @@ def main() -> int:
 
 
 def link_bound(out: Path, link_pps: int, values: int) -> None:
-    results = run_aggregation(str(BT15), out, strategies=("soar", "all-red"), k=4,
-                              values=values, link_pps=link_pps, progress=False)
+    results = run_aggregation(AggregationRunOptions(
+        str(BT15), strategies=("soar", "all-red"), k=4, values=values, link_pps=link_pps,
+        progress=False), out)
     rows = [[r.strategy, r.values, r.duration_s, round(r.goodput_values_per_s),
              r.bottleneck_switch, r.bottleneck_messages, r.bottleneck_pps,
              f"{r.bottleneck_use:.0%}",

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, run_cassini
+from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, CassiniRunOptions, run_cassini
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.runs):
                 with tempfile.TemporaryDirectory() as tmp:
                     where = args.keep / f"{load}-{r + 1}" if args.keep else Path(tmp)
-                    res = run_cassini(topo, jobs, where, iterations=args.iterations,
-                                      progress=False, slowdown=args.slowdown).to_dict()
+                    options = CassiniRunOptions(topo, jobs, iterations=args.iterations,
+                                                progress=False, slowdown=args.slowdown)
+                    res = run_cassini(options, where).to_dict()
                 every.setdefault(load, []).append(res)
                 arms = {a["label"]: a for a in res["runs"]}
                 print(f"{load} run {r + 1}: " + "; ".join(

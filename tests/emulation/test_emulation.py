@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from innet.emulation.net import _own_leftovers, require_mininet, running_network
+from innet.emulation.net import own_leftovers, require_mininet, running_network
 from innet.topology import load_topology, topology_from_dict
 
 pytestmark = [pytest.mark.dataplane,
@@ -46,7 +46,7 @@ def host_shells(names: list[str]) -> list[str]:
 
 
 def assert_nothing_left(topo: Any) -> None:
-    assert _own_leftovers(topo) == []
+    assert own_leftovers(topo) == []
     assert host_shells(list(topo.hosts)) == []
 
 
@@ -115,7 +115,7 @@ def test_nothing_left_after_a_signal(tmp_path: Path, sig: int) -> None:
         time.sleep(0.2)
         # a run killed above left its veths and shells: remove them whatever failed, so
         # that the next test starts on a clean machine instead of failing on leftovers
-        left = _own_leftovers(topology_from_dict(SMALL))
+        left = own_leftovers(topology_from_dict(SMALL))
         for ifname in left:
             subprocess.run(["ip", "link", "del", ifname], capture_output=True)
         for line in host_shells(list(SMALL["hosts"])):

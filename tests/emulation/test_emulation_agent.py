@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from innet.emulation.agent import Phase, receive, send
+from innet.emulation.agent import Phase, SenderSettings, receive, send
 
 
 def run_pair(tmp_path: Path, tos: int, shift_ms: float = 0.0, *, react: bool = True,
@@ -21,8 +21,8 @@ def run_pair(tmp_path: Path, tos: int, shift_ms: float = 0.0, *, react: bool = T
     rx.start()
     time.sleep(0.2)
     epoch = time.time() + 0.1
-    sent = send("127.0.0.1", 7, 200.0, [Phase(0, 50, 400.0)], shift_ms, epoch, iterations,
-                tmp_path / "tx.json", tos, react=react)
+    sent = send(SenderSettings("127.0.0.1", 7, 200.0, (Phase(0, 50, 400.0),), shift_ms, epoch,
+                               iterations, tos, react=react), tmp_path / "tx.json")
     rx.join()
     return sent, json.loads(rx_out.read_text())
 
@@ -65,7 +65,7 @@ def test_shift_delays_the_first_iteration(tmp_path: Path) -> None:
     rx = threading.Thread(target=receive, args=(0.8, rx_out))
     rx.start()
     epoch = time.time() + 0.1
-    sent = send("127.0.0.1", 1, 100.0, [Phase(0, 20, 500.0)], 60.0, epoch, 2,
+    sent = send(SenderSettings("127.0.0.1", 1, 100.0, (Phase(0, 20, 500.0),), 60.0, epoch, 2),
                 tmp_path / "tx.json")
     rx.join()
     assert abs(sent["iterations"][0]["start"] - (epoch + 0.060)) < 1e-9
@@ -80,8 +80,8 @@ def test_a_late_sender_realigns_on_its_grid_within_the_budget(tmp_path: Path) ->
     rx.start()
     time.sleep(0.2)
     epoch = time.time() + 0.1
-    sent = send("127.0.0.1", 3, 200.0, [Phase(100, 100, 400.0)], 30.0, epoch, 5,
-                tmp_path / "tx.json", 0x03, grid_ms=50.0, budget_pct=25.0)
+    sent = send(SenderSettings("127.0.0.1", 3, 200.0, (Phase(100, 100, 400.0),), 30.0, epoch,
+                               5, 0x03, grid_ms=50.0, budget_pct=25.0), tmp_path / "tx.json")
     rx.join()
     origin = epoch + 0.030
     starts = [r["start"] for r in sent["iterations"]]
@@ -111,7 +111,7 @@ def test_the_acknowledgement_says_when_the_end_reached_the_receivers_kernel(
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(1.0)
         before = time.time()
-        end = agent._HEAD.pack(agent.MAGIC, agent.KIND_END, 0, 7, 3, 0, 0)
+        end = agent.HEADER.pack(agent.MAGIC, agent.KIND_END, 0, 7, 3, 0, 0)
         s.sendto(end, ("127.0.0.1", agent.DATA_PORT))
         first = s.recv(64)
         time.sleep(0.1)
@@ -119,8 +119,8 @@ def test_the_acknowledgement_says_when_the_end_reached_the_receivers_kernel(
         again = s.recv(64)
         after = time.time()
     rx.join()
-    head = agent._HEAD.unpack_from(first)
+    head = agent.HEADER.unpack_from(first)
     assert (head[1], head[3], head[4]) == (agent.KIND_ACK, 7, 3)
-    (arrived,) = agent._ARRIVED.unpack_from(first, agent._HEAD.size)
+    (arrived,) = agent.ARRIVED.unpack_from(first, agent.HEADER.size)
     assert before <= arrived <= before + 0.1 and arrived < after
-    assert agent._ARRIVED.unpack_from(again, agent._HEAD.size)[0] == arrived
+    assert agent.ARRIVED.unpack_from(again, agent.HEADER.size)[0] == arrived

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from innet.emulation.net import _own_leftovers, require_bmv2, require_mininet
+from innet.emulation.net import own_leftovers, require_bmv2, require_mininet
 from innet.topology import load_topology
 
 WHY = require_mininet() or require_bmv2()
@@ -30,11 +30,12 @@ def _check_cost(r: Any) -> None:
 
 
 def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None:
-    from innet.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top", "all-red"), k=4,
-                              values=20 * 32 + 5, progress=False)
+    results = run_aggregation(AggregationRunOptions(
+        topo_file, strategies=("soar", "top", "all-red"), k=4, values=20 * 32 + 5,
+        progress=False), tmp_path)
     assert [r.strategy for r in results] == ["soar", "top", "all-red"]
     for r in results:
         assert r.sums_exact, r
@@ -50,24 +51,28 @@ def test_measured_cost_equals_phi_and_every_sum_is_exact(tmp_path: Path) -> None
                     "duration_s", "goodput_values_per_s", "events", "link_repeats"):
             assert key in entry
     assert (tmp_path / "aggregation.png").exists() and (tmp_path / "summary.md").exists()
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_with_loss_every_strategy_measures_phi_exactly(tmp_path: Path) -> None:
     """5% of the aggregation packets dropped at every switch: every strategy still measures
     its phi exactly on the uplinks, and what was sent again shows as overhead."""
-    from innet.emulation.aggregation import DEFAULT_STRATEGIES, run_aggregation
+    from innet.emulation.aggregation import (
+        DEFAULT_STRATEGIES,
+        AggregationRunOptions,
+        run_aggregation,
+    )
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    results = run_aggregation(topo_file, tmp_path, k=4, values=20 * 32, loss=0.05,
-                              progress=False)
+    results = run_aggregation(AggregationRunOptions(topo_file, k=4, values=20 * 32, loss=0.05,
+                                                    progress=False), tmp_path)
     assert [r.strategy for r in results] == list(DEFAULT_STRATEGIES)
     for r in results:
         assert r.sums_exact, r
         _check_cost(r)
         assert r.events["fault_drop"] > 0 and r.retransmissions > 0, r
     assert sum(r.total_cost - r.measured_cost for r in results) > 0
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path) -> None:
@@ -75,11 +80,12 @@ def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path)
     on bt15, s1's uplink to the destination carries 16 messages per chunk at 200 packets/s;
     BMv2 spaces a rate-limited queue's packets by 1 / rate, so the stream cannot end before
     that link has drained them all (it takes about a tenth of that without rates)."""
-    from innet.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    (r,) = run_aggregation(topo_file, tmp_path, strategies=("all-red",), k=4, values=32 * 32,
-                           link_pps=200, progress=False)
+    (r,) = run_aggregation(AggregationRunOptions(topo_file, strategies=("all-red",), k=4,
+                                                 values=32 * 32, link_pps=200, progress=False),
+                           tmp_path)
     assert r.sums_exact, r
     _check_cost(r)
     assert (r.bottleneck_switch, r.bottleneck_messages, r.bottleneck_pps) == ("s1", 16, 200)
@@ -87,17 +93,18 @@ def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path)
     assert sent >= 32 * 16 and r.duration_s >= (sent - 1) / 200, r
     summary = (tmp_path / "summary.md").read_text()
     assert "Link-bound regime: the fastest link drains 200 packets/s" in summary
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> None:
     """Four zoo jobs, three arms on the same hosts; results.json has per arm the CE marks at
     receivers and switches and the mean and p99 iteration times."""
-    from innet.emulation.cassini_run import run_cassini
+    from innet.emulation.cassini_run import CassiniRunOptions, run_cassini
 
     topo_file = str(ROOT / "topologies" / "leafspine24.json")
-    result = run_cassini(topo_file, str(ROOT / "examples" / "jobs-4-leafspine.json"),
-                         tmp_path, iterations=8, progress=False).to_dict()
+    result = run_cassini(CassiniRunOptions(topo_file,
+                                           str(ROOT / "examples" / "jobs-4-leafspine.json"),
+                                           iterations=8, progress=False), tmp_path).to_dict()
     base, shifted, cassini = result["runs"]
     assert [r["label"] for r in result["runs"]] == ["base", "base+shifts", "cassini"]
     assert result["plans"]["cassini"]["shifts_ms"]["vgg19-b"] == pytest.approx(120.0)
@@ -115,14 +122,14 @@ def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> 
     saved = json.loads((tmp_path / "results.json").read_text())
     assert [r["label"] for r in saved["runs"]] == ["base", "base+shifts", "cassini"]
     assert (tmp_path / "cassini.png").exists() and (tmp_path / "summary.md").exists()
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []
 
 
 def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> None:
     """The experiment runs on the long-running controller: s4 (blue under SOAR, k = 4) is
     killed and started again without a program between two plans; the controller loads it
     again and the next plan's sums and costs are exact."""
-    from innet.emulation.aggregation import run_aggregation
+    from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
 
     restarted: list[str] = []
 
@@ -136,12 +143,13 @@ def test_a_switch_restarted_blank_mid_experiment_is_restored(tmp_path: Path) -> 
         restarted.append(strategy)
 
     topo_file = str(ROOT / "topologies" / "bt15.json")
-    results = run_aggregation(topo_file, tmp_path, strategies=("soar", "top"), k=4,
-                              values=10 * 32, progress=False, before_plan=restart_s4)
+    results = run_aggregation(AggregationRunOptions(topo_file, strategies=("soar", "top"), k=4,
+                                                    values=10 * 32, progress=False),
+                              tmp_path, before_plan=restart_s4)
     assert restarted == ["top"]
     for r in results:
         assert r.sums_exact, r
         _check_cost(r)
     text = (tmp_path / "logs" / "controller.log").read_text()
     assert "s4: stream lost" in text and "s4: program loaded again" in text
-    assert _own_leftovers(load_topology(topo_file)) == []
+    assert own_leftovers(load_topology(topo_file)) == []

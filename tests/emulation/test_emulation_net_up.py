@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from innet.emulation.net import _own_leftovers, require_bmv2, require_mininet
+from innet.emulation.net import own_leftovers, require_bmv2, require_mininet
 from innet.topology import load_topology
 
 WHY = require_mininet() or require_bmv2()
@@ -40,7 +40,7 @@ def innet(env: dict[str, str], *args: str, timeout: float = 120.0
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
     state = tmp_path / "state"
     yield {**os.environ, "INNET_STATE_DIR": str(state)}
-    assert _own_leftovers(load_topology(BT15)) == []
+    assert own_leftovers(load_topology(BT15)) == []
 
 
 def wait_for(path: Path, text: str, proc: subprocess.Popen[str], timeout: float) -> str:
@@ -191,4 +191,4 @@ def test_your_own_program_stays_up_with_its_runtime_files(env: dict[str, str],
             proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
     assert code == 0, log.read_text()
-    assert _own_leftovers(load_topology(topo)) == []
+    assert own_leftovers(load_topology(topo)) == []

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from innet.emulation.agent import ECT0, WINDOW_S, Phase, receive, send
+from innet.emulation.agent import ECT0, WINDOW_S, Phase, SenderSettings, receive, send
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,15 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.mode == "send":
-        phases = [Phase(float(p["start_ms"]), float(p["duration_ms"]), float(p["pps"]))
-                  for p in json.loads(args.phases)]
-        send(args.dest, args.job, args.iteration_ms, phases, args.shift_ms, args.epoch,
-             args.iterations, Path(args.out), args.tos, react=not args.no_react,
-             realign=not args.no_realign, grid_ms=args.grid_ms, budget_pct=args.budget_pct,
-             window_s=args.window_ms / 1000)
+        send(sender_settings(args), Path(args.out))
     else:
         receive(args.duration, Path(args.out), idle_s=args.idle)
     return 0
+
+
+def sender_settings(args: argparse.Namespace) -> SenderSettings:
+    phases = tuple(Phase(float(p["start_ms"]), float(p["duration_ms"]), float(p["pps"]))
+                   for p in json.loads(args.phases))
+    return SenderSettings(args.dest, args.job, args.iteration_ms, phases, args.shift_ms,
+                          args.epoch, args.iterations, args.tos, react=not args.no_react,
+                          realign=not args.no_realign, grid_ms=args.grid_ms,
+                          budget_pct=args.budget_pct, window_s=args.window_ms / 1000)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from innet.emulation.agghost import run_destination, run_worker
+from innet.emulation.agghost import (
+    DestinationJob,
+    DestinationSettings,
+    WorkerSettings,
+    run_destination,
+    run_worker,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,9 +59,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "from this address (default: one unicast per worker)")
     d.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    result = run_worker(args) if args.role == "worker" else run_destination(args)
+    result = (run_worker(worker_settings(args)) if args.role == "worker"
+              else run_destination(destination_settings(args)))
     Path(args.out).write_text(json.dumps(result))
     return 0
+
+
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    return WorkerSettings(
+        dest=args.dest, job=args.job, worker=args.worker, workers=args.workers,
+        values=args.values, window=args.window, slots=args.slots, seed=args.seed,
+        inflight=args.inflight, first_chunk=args.first_chunk, start_at=args.start_at,
+        rto=args.rto, min_rto=args.min_rto, max_rto=args.max_rto, backoff=args.backoff,
+        stall_timeout=args.stall_timeout, local_ip=args.local_ip)
+
+
+def destination_settings(args: argparse.Namespace) -> DestinationSettings:
+    return DestinationSettings(jobs=tuple(DestinationJob.parse(spec) for spec in args.job),
+                               ready=Path(args.ready), first_chunk=args.first_chunk,
+                               multicast_from=args.multicast_from)
 
 
 if __name__ == "__main__":

@@ -141,12 +141,12 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
         skipped.append(f"the BMv2 experiments (innet run aggregation / cassini): {why}")
         print(f"skipped: {why}")
     else:
-        from innet.emulation.aggregation import run_aggregation
-        from innet.emulation.cassini_run import run_cassini
+        from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
+        from innet.emulation.cassini_run import CassiniRunOptions, run_cassini
 
-        results = run_aggregation(bt15, out / "run-aggregation",
-                                  strategies=("soar", "top", "max", "all-red"), k=4,
-                                  values=1024 if args.quick else 8192)
+        results = run_aggregation(AggregationRunOptions(
+            bt15, strategies=("soar", "top", "max", "all-red"), k=4,
+            values=1024 if args.quick else 8192), out / "run-aggregation")
         # BMv2 drops a packet now and then under load; the protocol retransmits it, and the
         # switches count it apart: measured == phi, the overhead beside it
         print(format_table(["strategy", "predicted phi", "measured", "with overhead",
@@ -155,8 +155,9 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
                              r.retransmissions, "yes" if r.sums_exact else "NO"]
                             for r in results], digits=4))
         done.append(f"innet run aggregation -> {out / 'run-aggregation'}")
-        res2 = run_cassini(leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
-                           out / "run-cassini", iterations=15 if args.quick else 30)
+        res2 = run_cassini(CassiniRunOptions(
+            leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
+            iterations=15 if args.quick else 30), out / "run-cassini")
         for r in res2.runs:
             print(f"{r.label}: {r.ce_total} CE marks at the receivers, iterations mean "
                   f"{r.mean_ms:.0f} ms, p99 {r.p99_ms:.0f} ms")

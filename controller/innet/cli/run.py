@@ -13,11 +13,14 @@ from innet.cli.oldflags import renamed
 from innet.cli.outpaths import output_dir
 from innet.emulation.aggregation import (
     DEFAULT_INFLIGHT,
+    DEFAULT_STRATEGIES,
     DEFAULT_VALUES,
     DEFAULT_WINDOW,
     QUEUE_BUDGET,
+    AggregationRunOptions,
+    Timers,
 )
-from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
+from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN, CassiniRunOptions
 from innet.emulation.net import EmulationError, require_bmv2, require_mininet
 from innet.errors import InputError
 from innet.jsonout import print_json
@@ -36,34 +39,56 @@ def default_out(kind: str) -> Path:
     return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+AGGREGATION_DESCRIPTION = (
+    "Start the topology in Mininet, then for each strategy: plan (SOAR or a baseline),\n"
+    "deploy the plan (only the difference from the previous one is written), let every\n"
+    "worker stream --values floats (fixed point) with the reliable protocol of\n"
+    "docs/aggregation-protocol.md, check every worker's result and the destination's\n"
+    "sums against the host-side fixed-point sum, and turn the switches' egress\n"
+    "counters into the measured cost (sum over uplinks of first transmissions per\n"
+    "chunk / rate: every switch of the tree counts what it sends again apart), next\n"
+    "to the predicted phi, and the cost with that overhead. --loss makes every switch\n"
+    "drop that share of the aggregation packets it receives (in the P4 program); the\n"
+    "protocol retransmits, and the measured cost is still phi.\n\n"
+    "Writes to --out: topology.json, plan.json, logs/ (switch logs, host outputs),\n"
+    "results.json (per strategy: strategy, k, blue, rounds (= chunks),\n"
+    "predicted_cost, measured_cost, total_cost, sums_exact, values, chunks,\n"
+    "retransmissions, duration_s, goodput_values_per_s, events, link_packets (first\n"
+    "transmissions per uplink), link_repeats, ...), aggregation.png and summary.md.\n"
+    "Exit status 0 when every sum is exact and every measured cost == phi; otherwise\n"
+    "1, with the strategies that departed named on stderr.\n\n"
+    + NEEDS
+)
+
+CASSINI_DESCRIPTION = (
+    "CASSINI places the jobs of --jobs on --topology and computes time shifts. In\n"
+    "Mininet, every switch port drains --capacity-pps packets/s (the slowest link's\n"
+    "capacity; Gbps scale to packets/s by the same factor), the switches mark CE above\n"
+    "--ecn-threshold queued packets, and each job's ring flows send paced UDP (ECT(0))\n"
+    "in its Up phases from epoch + shift, cutting its rate on echoed CE marks\n"
+    "(DCTCP-like). Three arms on the same hosts: the base's placement without shifts,\n"
+    "the same with CASSINI's shifts, CASSINI's placement with its shifts. Writes\n"
+    "results.json (per arm: CE marks at receivers and switches, mean_ms, p99_ms,\n"
+    "iteration times), cassini.png, summary.md, plan.json and logs/ to --out.\n\n"
+    + NEEDS
+)
+
+
 def register(sub: Any) -> None:
     run = sub.add_parser("run", help="Mininet experiments on BMv2 switches",
                          description="Experiments on an emulated network of BMv2 switches. "
                                      + NEEDS)
     rsub = run.add_subparsers(dest="run_command", metavar="EXPERIMENT", required=True)
+    _register_aggregation(rsub)
+    _register_cassini(rsub)
+
+
+def _register_aggregation(rsub: Any) -> None:
     agg = rsub.add_parser(
         "aggregation",
         help="deploy each strategy's plan, send vectors, compare measured cost with phi",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Start the topology in Mininet, then for each strategy: plan (SOAR or a baseline),\n"
-            "deploy the plan (only the difference from the previous one is written), let every\n"
-            "worker stream --values floats (fixed point) with the reliable protocol of\n"
-            "docs/aggregation-protocol.md, check every worker's result and the destination's\n"
-            "sums against the host-side fixed-point sum, and turn the switches' egress\n"
-            "counters into the measured cost (sum over uplinks of first transmissions per\n"
-            "chunk / rate: every switch of the tree counts what it sends again apart), next\n"
-            "to the predicted phi, and the cost with that overhead. --loss makes every switch\n"
-            "drop that share of the aggregation packets it receives (in the P4 program); the\n"
-            "protocol retransmits, and the measured cost is still phi.\n\n"
-            "Writes to --out: topology.json, plan.json, logs/ (switch logs, host outputs),\n"
-            "results.json (per strategy: strategy, k, blue, rounds (= chunks),\n"
-            "predicted_cost, measured_cost, total_cost, sums_exact, values, chunks,\n"
-            "retransmissions, duration_s, goodput_values_per_s, events, link_packets (first\n"
-            "transmissions per uplink), link_repeats, ...), aggregation.png and summary.md.\n"
-            "Exit status 0 when every sum is exact and every measured cost == phi; otherwise\n"
-            "1, with the strategies that departed named on stderr.\n\n"
-            + NEEDS),
+        description=AGGREGATION_DESCRIPTION,
     )
     agg.add_argument("--topology", required=True, help="topology JSON (e.g. topologies/bt15.json)")
     agg.add_argument("--workload", help="workload JSON {job, destination, workers}; default: "
@@ -72,6 +97,19 @@ def register(sub: Any) -> None:
                      help="strategy to run (repeat for several; default: all)")
     agg.add_argument("-k", type=K, default=4,
                      help="at most this many blue (aggregating) switches per job (default 4)")
+    _add_stream_options(agg)
+    agg.add_argument("--pcap", action="store_true", help="capture every switch port")
+    agg.add_argument("--out", type=output_dir, default=None,
+                     help="run folder (default runs/aggregation-DATE)")
+    agg.add_argument("--json", action="store_true",
+                     help='print {"run_folder", "ok", "strategies": [{"strategy", "k", "blue", '
+                          '"rounds", "predicted_cost", "measured_cost", "sums_exact", "writes", '
+                          '...}]}')
+    agg.set_defaults(func=cmd_aggregation)
+
+
+def _add_stream_options(agg: argparse.ArgumentParser) -> None:
+    """What each worker streams and how: tensor size, loss, window, timers, rates."""
     agg.add_argument("--values", type=int_in(1, MAX_VALUES), default=DEFAULT_VALUES,
                      help=f"values each worker streams (default {DEFAULT_VALUES}: "
                           f"{DEFAULT_VALUES // 32} chunks of 32)")
@@ -109,30 +147,14 @@ def register(sub: Any) -> None:
     agg.add_argument("--unicast-results", action="store_true",
                      help="the destination sends each result to every worker itself instead "
                           "of once for the switches to copy down the tree (to compare)")
-    agg.add_argument("--pcap", action="store_true", help="capture every switch port")
-    agg.add_argument("--out", type=output_dir, default=None,
-                     help="run folder (default runs/aggregation-DATE)")
-    agg.add_argument("--json", action="store_true",
-                     help='print {"run_folder", "ok", "strategies": [{"strategy", "k", "blue", '
-                          '"rounds", "predicted_cost", "measured_cost", "sums_exact", "writes", '
-                          '...}]}')
-    agg.set_defaults(func=cmd_aggregation)
 
+
+def _register_cassini(rsub: Any) -> None:
     cas = rsub.add_parser(
         "cassini",
         help="base vs CASSINI on BMv2, three arms: CE marks, iteration times",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "CASSINI places the jobs of --jobs on --topology and computes time shifts. In\n"
-            "Mininet, every switch port drains --capacity-pps packets/s (the slowest link's\n"
-            "capacity; Gbps scale to packets/s by the same factor), the switches mark CE above\n"
-            "--ecn-threshold queued packets, and each job's ring flows send paced UDP (ECT(0))\n"
-            "in its Up phases from epoch + shift, cutting its rate on echoed CE marks\n"
-            "(DCTCP-like). Three arms on the same hosts: the base's placement without shifts,\n"
-            "the same with CASSINI's shifts, CASSINI's placement with its shifts. Writes\n"
-            "results.json (per arm: CE marks at receivers and switches, mean_ms, p99_ms,\n"
-            "iteration times), cassini.png, summary.md, plan.json and logs/ to --out.\n\n"
-            + NEEDS),
+        description=CASSINI_DESCRIPTION,
     )
     cas.add_argument("--topology", required=True,
                      help="topology JSON with link Mbps (e.g. topologies/leafspine24.json)")
@@ -164,28 +186,34 @@ def register(sub: Any) -> None:
 
 
 def check_environment() -> None:
+    """One line saying what is missing on a machine without Mininet or BMv2, instead of a
+    failure halfway through starting the network (`innet net up` checks the same)."""
     for why in (require_mininet(), require_bmv2()):
         if why:
             raise InputError(f"cannot run the experiment: {why}. {NEEDS}")
 
 
+
+def aggregation_options(args: argparse.Namespace) -> AggregationRunOptions:
+    """`innet run aggregation`'s flags as the options the experiment takes."""
+    return AggregationRunOptions(
+        topology=args.topology,
+        strategies=tuple(args.strategy) if args.strategy else DEFAULT_STRATEGIES,
+        k=args.k, values=args.values, loss=args.loss, window=args.window,
+        inflight=args.inflight, jobs=args.concurrent_jobs, workload=args.workload,
+        seed=args.seed, pcap=args.pcap,
+        timers=Timers(args.rto_floor_ms / 1e3, args.rto_ceiling_ms / 1e3),
+        multicast=not args.unicast_results, link_pps=args.link_pps)
+
+
 def cmd_aggregation(args: argparse.Namespace) -> int:
-    from innet.emulation.aggregation import DEFAULT_STRATEGIES, Timers, run_aggregation
+    from innet.emulation.aggregation import run_aggregation
     from innet.table import format_table
 
     check_environment()
     out = args.out or default_out("aggregation")
-    strategies = tuple(args.strategy) if args.strategy else DEFAULT_STRATEGIES
     try:
-        results = run_aggregation(args.topology, out, strategies=strategies, k=args.k,
-                                  values=args.values, loss=args.loss, window=args.window,
-                                  inflight=args.inflight,
-                                  jobs=args.concurrent_jobs, workload_path=args.workload,
-                                  seed=args.seed, pcap=args.pcap,
-                                  timers=Timers(args.rto_floor_ms / 1e3,
-                                                args.rto_ceiling_ms / 1e3),
-                                  multicast=not args.unicast_results,
-                                  link_pps=args.link_pps)
+        results = run_aggregation(aggregation_options(args), out)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     # first transmissions are counted apart from what is sent again: cost == phi, lossy or not
@@ -211,6 +239,14 @@ def cmd_aggregation(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cassini_options(args: argparse.Namespace) -> CassiniRunOptions:
+    """`innet run cassini`'s flags as the options the experiment takes."""
+    return CassiniRunOptions(args.topology, args.jobs, iterations=args.iterations,
+                             capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
+                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap,
+                             slowdown=args.slowdown)
+
+
 def cmd_cassini(args: argparse.Namespace) -> int:
     from innet.emulation.cassini_run import run_cassini
     from innet.table import format_table
@@ -218,10 +254,7 @@ def cmd_cassini(args: argparse.Namespace) -> int:
     check_environment()
     out = args.out or default_out("cassini")
     try:
-        result = run_cassini(args.topology, args.jobs, out, iterations=args.iterations,
-                             capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
-                             ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap,
-                             slowdown=args.slowdown)
+        result = run_cassini(cassini_options(args), out)
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     if args.json:

@@ -1,6 +1,6 @@
 """Per-host traffic agent for the CASSINI experiment: paced on/off UDP, ECN counted at the end.
 
-Run inside an emulated host (`python -m innet.emulation.agent send|receive ...`).
+Run inside an emulated host (`python -m innet.cli.agent send|receive ...`).
 
 A sender is one job's worker: iteration i is planned to start at epoch + shift + i * T. In each
 Up phase it sends paced UDP (ECT(0) in the TOS byte: a socket and a timer, no scapy) at the
@@ -30,8 +30,8 @@ from typing import Any
 DATA_PORT = 50001
 MAGIC = 0x1CA5
 KIND_DATA, KIND_END, KIND_ACK, KIND_ECHO = 0, 1, 2, 3
-_HEAD = struct.Struct("!HBBHIII")  # magic, kind, tos seen, job, iteration, seq, sent packets
-_ARRIVED = struct.Struct("!d")  # after an ACK's header: when the first END arrived (UNIX s)
+HEADER = struct.Struct("!HBBHIII")  # magic, kind, tos seen, job, iteration, seq, sent packets
+ARRIVED = struct.Struct("!d")  # after an ACK's header: when the first END arrived (UNIX s)
 # Linux's SO_TIMESTAMPNS (the socket module does not name it): the kernel's receive time of
 # each datagram, as a struct timespec in the ancillary data
 SO_TIMESTAMPNS = 35
@@ -110,53 +110,119 @@ def _drain(sock: socket.socket, job: int, control: RateControl | None,
             data = sock.recv(64, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError, TimeoutError):
             return acked
-        if len(data) < _HEAD.size:
+        if len(data) < HEADER.size:
             continue
-        magic, kind, _, ajob, ait, packets, marked = _HEAD.unpack_from(data)
+        magic, kind, _, ajob, ait, packets, marked = HEADER.unpack_from(data)
         if magic != MAGIC or ajob != job:
             continue
         if kind == KIND_ECHO and control is not None:
             control.echo(packets, marked)
         elif kind == KIND_ACK and ait == want_ack:
-            acked = (_ARRIVED.unpack_from(data, _HEAD.size)[0]
-                     if len(data) >= _HEAD.size + _ARRIVED.size else math.nan)
+            acked = (ARRIVED.unpack_from(data, HEADER.size)[0]
+                     if len(data) >= HEADER.size + ARRIVED.size else math.nan)
 
 
-def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms: float,
-         epoch: float, iterations: int, out: Path, tos: int = ECT0, *,
-         port: int = DATA_PORT, react: bool = True, realign: bool = True,
-         grid_ms: float | None = None, budget_pct: float = 100.0,
-         window_s: float = WINDOW_S) -> dict[str, Any]:
-    """One worker's traffic. `react`: DCTCP-like rate control on echoed CE marks (else the
-    phase's full rate whatever the queues), one decision per `window_s`. `realign`: a late
-    iteration waits for the next point of epoch + shift + m x `grid_ms` (default: the
-    iteration time) when it is more than 5% of T off it and the wait is at most
-    `budget_pct`% of T.
+@dataclass(frozen=True)
+class SenderSettings:
+    """One worker's traffic, as its command line gives it (innet.cli.agent builds it once).
 
-    Pacing follows the clock, not the last send: packet n of a phase is due one interval
-    (at the current rate) after packet n - 1 was due, so a sender the machine kept from
-    running for a while catches up, at no more than twice the rate (no burst), instead of
-    stretching its phase by the time it lost."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
-    sock.setblocking(False)  # echoes and acks are read between packets, never waited for
-    period = iteration_ms / 1000
-    grid = (grid_ms or iteration_ms) / 1000
-    comm_end = max((p.start_ms + p.duration_ms for p in phases), default=0.0) / 1000
-    pad = b"\0" * (PAYLOAD_BYTES - _HEAD.size)
+    Iteration i is planned at `epoch` + `shift_ms` + i x `iteration_ms`; `phases` are its Up
+    phases. `react`: DCTCP-like rate control on echoed CE marks (else the phase's full rate
+    whatever the queues), one decision per `window_s`. `realign`: a late iteration waits for
+    the next point of epoch + shift + m x `grid_ms` (None: the iteration time) when it is
+    more than 5% of T off it and the wait is at most `budget_pct`% of T."""
+
+    dest: str
+    job: int
+    iteration_ms: float
+    phases: tuple[Phase, ...]
+    shift_ms: float
+    epoch: float
+    iterations: int
+    tos: int = ECT0
+    port: int = DATA_PORT
+    react: bool = True
+    realign: bool = True
+    grid_ms: float | None = None
+    budget_pct: float = 100.0
+    window_s: float = WINDOW_S
+
+    @property
+    def period(self) -> float:
+        """The iteration time T, in seconds."""
+        return self.iteration_ms / 1000
+
+    @property
+    def grid(self) -> float:
+        """The re-alignment grid, in seconds."""
+        return (self.grid_ms or self.iteration_ms) / 1000
+
+    @property
+    def comm_end(self) -> float:
+        """Seconds from an iteration's start to the planned end of its last phase."""
+        return max((p.start_ms + p.duration_ms for p in self.phases), default=0.0) / 1000
+
+
+def send(settings: SenderSettings, out: Path) -> dict[str, Any]:
+    """One worker's traffic (see `SenderSettings`); what each iteration did goes to `out`."""
+    s = settings
+    sender = _Sender(s)
     records = []
-    origin = epoch + shift_ms / 1000
+    origin = s.epoch + s.shift_ms / 1000
     start = origin
     realigned = 0
-    seq = 0
-    control = RateControl(window_s) if react else None
-    min_rtt = math.inf
-    for i in range(iterations):
-        _sleep_until(start)
-        sent = 0
-        cuts_before = control.cuts if control else 0
-        lowest = 1.0
-        for ph in phases:
+    try:
+        for i in range(s.iterations):
+            _sleep_until(start)
+            cuts_before = sender.cuts
+            sent, lowest = sender.send_phases(i, start)
+            delivered, acked = sender.end_of_communication(i, sent)
+            finished = delivered - start + (s.period - s.comm_end)
+            records.append({"iteration": i, "start": start, "sent": sent,
+                            "iteration_ms": 1000 * max(finished, 0.0), "acked": acked,
+                            "rate_cuts": sender.cuts - cuts_before, "lowest_rate": lowest})
+            start, moved = _next_start(s, origin, start, finished)
+            realigned += moved
+    finally:
+        sender.sock.close()
+    result = {"job": s.job, "iterations": records, "realigned": realigned}
+    out.write_text(json.dumps(result))
+    return result
+
+
+class _Sender:
+    """A sender's socket and what it carries from one iteration to the next: the sequence
+    number, the rate control and the least round trip seen."""
+
+    def __init__(self, settings: SenderSettings) -> None:
+        self.settings = settings
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, settings.tos)
+        self.sock.setblocking(False)  # echoes and acks are read between packets, never waited
+        self.control = RateControl(settings.window_s) if settings.react else None
+        self.seq = 0
+        self.min_rtt = math.inf
+        self.pad = b"\0" * (PAYLOAD_BYTES - HEADER.size)
+
+    @property
+    def cuts(self) -> int:
+        return self.control.cuts if self.control is not None else 0
+
+    @property
+    def rate(self) -> float:
+        return self.control.rate if self.control is not None else 1.0
+
+    def send_phases(self, iteration: int, start: float) -> tuple[int, float]:
+        """Iteration `iteration`'s Up phases: packets sent, and the lowest share of the
+        phases' rates the rate control went down to.
+
+        Pacing follows the clock, not the last send: packet n of a phase is due one interval
+        (at the current rate) after packet n - 1 was due, so a sender the machine kept from
+        running for a while catches up, at no more than twice the rate (no burst), instead
+        of stretching its phase by the time it lost."""
+        s = self.settings
+        sent, lowest = 0, 1.0
+        for ph in s.phases:
             count = round(ph.pps * ph.duration_ms / 1000)
             if ph.pps <= 0 or count == 0:
                 continue
@@ -164,68 +230,67 @@ def send(dest: str, job: int, iteration_ms: float, phases: list[Phase], shift_ms
             due = max(start + ph.start_ms / 1000, time.time())
             last = -math.inf
             for _ in range(count):
-                rate = control.rate if control is not None else 1.0
-                gap = 1.0 / (ph.pps * rate)
+                gap = 1.0 / (ph.pps * self.rate)
                 _sleep_until(max(due, last + gap / 2))  # behind the clock: twice the rate
-                if control is not None:
-                    _drain(sock, job, control)
-                    control.tick(time.time())
-                sock.sendto(_HEAD.pack(MAGIC, KIND_DATA, 0, job, i, seq, 0) + pad,
-                            (dest, port))
+                if self.control is not None:
+                    _drain(self.sock, s.job, self.control)
+                    self.control.tick(time.time())
+                self.sock.sendto(HEADER.pack(MAGIC, KIND_DATA, 0, s.job, iteration, self.seq, 0)
+                                 + self.pad, (s.dest, s.port))
                 last = time.time()
-                seq += 1
+                self.seq += 1
                 sent += 1
-                rate = control.rate if control is not None else 1.0
-                lowest = min(lowest, rate)
-                due += 1.0 / (ph.pps * rate)
-        # the end of communication: wait for the receiver's acknowledgement of this iteration
+                lowest = min(lowest, self.rate)
+                due += 1.0 / (ph.pps * self.rate)
+        return sent, lowest
+
+    def end_of_communication(self, iteration: int, sent: int) -> tuple[float, bool]:
+        """Ask the receiver to acknowledge the iteration (its END resent every 50 ms, for at
+        most max(1 s, 2 T)): when its data was delivered, and whether the ack came.
+
+        The communication is over when the data has arrived: when the END behind it reached
+        the receiver's kernel (one clock: the hosts are namespaces of one machine), so
+        neither the receiver's scheduling nor the acknowledgement's way back makes an
+        iteration late, while queueing in the switches does; from an older receiver, the
+        acknowledgement less the least round trip seen."""
+        s = self.settings
         ack_time = None
         arrived: float | None = None
         asked = time.time()
-        deadline = asked + max(1.0, 2 * period)
+        deadline = asked + max(1.0, 2 * s.period)
         while ack_time is None and time.time() < deadline:
-            sock.sendto(_HEAD.pack(MAGIC, KIND_END, 0, job, i, seq, sent), (dest, port))
+            self.sock.sendto(HEADER.pack(MAGIC, KIND_END, 0, s.job, iteration, self.seq, sent),
+                             (s.dest, s.port))
             wait_until = time.time() + 0.05
             while ack_time is None and time.time() < wait_until:
-                arrived = _drain(sock, job, control, want_ack=i)
+                arrived = _drain(self.sock, s.job, self.control, want_ack=iteration)
                 if arrived is not None:
                     ack_time = time.time()
                 else:
                     time.sleep(0.001)
-        # the communication is over when the data has arrived: when the END behind it reached
-        # the receiver's kernel (one clock: the hosts are namespaces of one machine), so
-        # neither the receiver's scheduling nor the acknowledgement's way back makes an
-        # iteration late, while queueing in the switches does; from an older receiver, the
-        # acknowledgement less the least round trip seen
         if ack_time is not None and arrived is not None and math.isfinite(arrived):
-            delivered = arrived
-        elif ack_time is not None:
-            min_rtt = min(min_rtt, ack_time - asked)
-            delivered = ack_time - min_rtt
-        else:
-            delivered = time.time()
-        finished = delivered - start + (period - comm_end)
-        records.append({"iteration": i, "start": start, "sent": sent,
-                        "iteration_ms": 1000 * max(finished, 0.0), "acked": ack_time is not None,
-                        "rate_cuts": (control.cuts if control else 0) - cuts_before,
-                        "lowest_rate": lowest})
-        next_start = start + period
-        end = start + finished
-        if end > next_start:
-            late = (end - origin) % grid
-            if grid - late < 1e-6:
-                late = 0.0
-            if (realign and late > DRIFT_TOLERANCE * period
-                    and grid - late <= budget_pct / 100 * period + 1e-9):
-                next_start = end + (grid - late)  # back on the grid of its interleaving
-                realigned += 1
-            else:
-                next_start = end
-        start = next_start
-    sock.close()
-    result = {"job": job, "iterations": records, "realigned": realigned}
-    out.write_text(json.dumps(result))
-    return result
+            return arrived, True
+        if ack_time is not None:
+            self.min_rtt = min(self.min_rtt, ack_time - asked)
+            return ack_time - self.min_rtt, True
+        return time.time(), False
+
+
+def _next_start(s: SenderSettings, origin: float, start: float, finished: float
+                ) -> tuple[float, bool]:
+    """When the next iteration starts after one that began at `start` and took `finished`
+    seconds, and whether it waits to be back on the grid of its interleaving."""
+    next_start = start + s.period
+    end = start + finished
+    if end <= next_start:
+        return next_start, False
+    late = (end - origin) % s.grid
+    if s.grid - late < 1e-6:
+        late = 0.0
+    if (s.realign and late > DRIFT_TOLERANCE * s.period
+            and s.grid - late <= s.budget_pct / 100 * s.period + 1e-9):
+        return end + (s.grid - late), True
+    return end, False
 
 
 def receive(duration_s: float, out: Path, port: int = DATA_PORT,
@@ -240,11 +305,7 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT,
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
-    packets: dict[int, int] = defaultdict(int)
-    ce: dict[int, int] = defaultdict(int)
-    per_iter: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
-    unechoed: dict[tuple[Any, int], list[int]] = defaultdict(lambda: [0, 0])
-    ended: dict[tuple[Any, int, int], float] = {}  # (sender, job, iteration) -> first END
+    counts = _Counts()
     ancillary = socket.CMSG_SPACE(4) + socket.CMSG_SPACE(_TIMESPEC.size)
     deadline = time.time() + duration_s
     last: float | None = None
@@ -256,40 +317,63 @@ def receive(duration_s: float, out: Path, port: int = DATA_PORT,
         except TimeoutError:
             continue
         last = time.time()
-        if len(data) < _HEAD.size:
-            continue
-        magic, kind, _, job, it, _, _sent = _HEAD.unpack_from(data)
+        if reply := counts.take(data, anc, addr, last):
+            sock.sendto(reply, addr)
+    sock.close()
+    result = counts.result()
+    out.write_text(json.dumps(result))
+    return result
+
+
+class _Counts:
+    """What a receiver has seen: packets and CE marks per job and per iteration, the marks
+    not yet echoed to each sender, and when each iteration's first END arrived."""
+
+    def __init__(self) -> None:
+        self.packets: dict[int, int] = defaultdict(int)
+        self.ce: dict[int, int] = defaultdict(int)
+        self.per_iter: dict[tuple[int, int], list[int]] = defaultdict(lambda: [0, 0])
+        self.unechoed: dict[tuple[Any, int], list[int]] = defaultdict(lambda: [0, 0])
+        self.ended: dict[tuple[Any, int, int], float] = {}  # (sender, job, iteration) -> END
+
+    def take(self, data: bytes, anc: list[tuple[int, int, bytes]], addr: Any, now: float
+             ) -> bytes | None:
+        """Count one datagram; the answer it calls for (an ACK, an echo), if any."""
+        if len(data) < HEADER.size:
+            return None
+        magic, kind, _, job, it, _, _sent = HEADER.unpack_from(data)
         if magic != MAGIC:
-            continue
+            return None
         if kind == KIND_END:
-            at = ended.setdefault((addr, job, it), _kernel_time(anc) or last)
-            sock.sendto(_HEAD.pack(MAGIC, KIND_ACK, 0, job, it, 0, 0) + _ARRIVED.pack(at), addr)
-            continue
+            at = self.ended.setdefault((addr, job, it), _kernel_time(anc) or now)
+            return HEADER.pack(MAGIC, KIND_ACK, 0, job, it, 0, 0) + ARRIVED.pack(at)
         tos = 0
         for level, ctype, cdata in anc:
             if level == socket.IPPROTO_IP and ctype == socket.IP_TOS and cdata:
                 tos = cdata[0]
-        packets[job] += 1
-        per_iter[(job, it)][0] += 1
+        self.packets[job] += 1
+        self.per_iter[(job, it)][0] += 1
         marked = tos & 0x03 == 0x03
         if marked:
-            ce[job] += 1
-            per_iter[(job, it)][1] += 1
-        echo = unechoed[(addr, job)]
+            self.ce[job] += 1
+            self.per_iter[(job, it)][1] += 1
+        echo = self.unechoed[(addr, job)]
         echo[0] += 1
         echo[1] += marked
-        if echo[0] >= ECHO_EVERY:  # tell the sender what the queues did to its packets
-            sock.sendto(_HEAD.pack(MAGIC, KIND_ECHO, 0, job, it, echo[0], echo[1]), addr)
-            echo[0] = echo[1] = 0
-    sock.close()
-    result = {
-        "packets": {str(j): n for j, n in packets.items()},
-        "ce": {str(j): ce.get(j, 0) for j in packets},
-        "per_iteration": [{"job": j, "iteration": i, "packets": v[0], "ce": v[1]}
-                          for (j, i), v in sorted(per_iter.items())],
-    }
-    out.write_text(json.dumps(result))
-    return result
+        if echo[0] < ECHO_EVERY:
+            return None
+        # tell the sender what the queues did to its packets
+        reply = HEADER.pack(MAGIC, KIND_ECHO, 0, job, it, echo[0], echo[1])
+        echo[0] = echo[1] = 0
+        return reply
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "packets": {str(j): n for j, n in self.packets.items()},
+            "ce": {str(j): self.ce.get(j, 0) for j in self.packets},
+            "per_iteration": [{"job": j, "iteration": i, "packets": v[0], "ce": v[1]}
+                              for (j, i), v in sorted(self.per_iter.items())],
+        }
 
 
 def _kernel_time(anc: list[tuple[int, int, bytes]]) -> float | None:

@@ -1,4 +1,4 @@
-"""The aggregation protocol on real hosts: `python -m innet.emulation.agghost worker|dest`.
+"""The aggregation protocol on real hosts (command line: `python -m innet.cli.agghost worker|dest`).
 
 Sockets and clocks around the pure state machines of controller/innet/aggproto.py. A worker streams
 its tensor (floats made from a seed, converted to fixed point with a scale that keeps the sum
@@ -13,12 +13,12 @@ runs until SIGTERM, answering late retransmissions after it has every sum. With
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import select
 import signal
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,43 +77,84 @@ class Pacer:
             time.sleep(self.gap)
 
 
-def run_worker(args: argparse.Namespace) -> dict[str, Any]:
-    tensor = worker_tensor(args.seed, args.job, args.worker, args.values, args.workers)
-    w = Worker(args.job, args.worker, chunks_of(tensor), args.window, args.slots,
-               args.first_chunk, rto=args.rto, min_rto=args.min_rto, max_rto=args.max_rto,
-               backoff=args.backoff, inflight=args.inflight)
+@dataclass(frozen=True)
+class WorkerSettings:
+    """One worker of one job, as its command line gives it: which tensor it streams, to
+    whom, and the window and timers of docs/aggregation-protocol.md. Built once by the
+    front end (innet.cli.agghost), so the loop below reads a value, never a flag name."""
+
+    dest: str  # the destination's IPv4 address
+    job: int
+    worker: int  # index in the job's workers
+    workers: int  # workers in the job
+    values: int
+    window: int  # how far ahead of its oldest unanswered chunk the worker may go
+    slots: int
+    seed: int = 0
+    inflight: int | None = None  # chunks kept unanswered at most (None: the window)
+    first_chunk: int = 0
+    start_at: float = 0.0  # wall-clock time to start
+    rto: float = 0.5  # initial timeout (s)
+    min_rto: float = 0.2
+    max_rto: float = 0.5
+    backoff: float = 1.5
+    stall_timeout: float = 120.0  # give up when no RESULT came for this long (s)
+    local_ip: str | None = None  # join the job's result group on it (None: results unicast)
+
+
+@dataclass(frozen=True)
+class DestinationJob:
+    """One job the destination serves: worker i at `ips[i]`, `slots` cells per switch."""
+
+    job: int
+    ips: tuple[str, ...]
+    chunks: int
+    slots: int
+
+    @staticmethod
+    def parse(spec: str) -> DestinationJob:
+        """JOB:IP,IP,...:CHUNKS:SLOTS, the form the destination's command line takes."""
+        job_s, ips_s, chunks_s, slots_s = spec.split(":")
+        return DestinationJob(int(job_s), tuple(ips_s.split(",")), int(chunks_s), int(slots_s))
+
+    def spec(self) -> str:
+        """The inverse of `parse`: what the experiment puts on the command line."""
+        return f"{self.job}:{','.join(self.ips)}:{self.chunks}:{self.slots}"
+
+
+@dataclass(frozen=True)
+class DestinationSettings:
+    """The destination of every job: `ready` is touched once the socket is bound (the
+    experiment starts the workers only then); with `multicast_from` each completed chunk's
+    RESULT goes once to the job's group address, from that address."""
+
+    jobs: tuple[DestinationJob, ...]
+    ready: Path
+    first_chunk: int = 0
+    multicast_from: str | None = None
+
+
+def run_worker(settings: WorkerSettings) -> dict[str, Any]:
+    s = settings
+    tensor = worker_tensor(s.seed, s.job, s.worker, s.values, s.workers)
+    w = Worker(s.job, s.worker, chunks_of(tensor), s.window, s.slots, s.first_chunk,
+               rto=s.rto, min_rto=s.min_rto, max_rto=s.max_rto, backoff=s.backoff,
+               inflight=s.inflight)
     sock = ap.receiver_socket()
-    if args.local_ip:  # the switches copy the job's RESULTs to its group address
-        ap.join_result_group(sock, args.job, args.local_ip)
-    pacer = Pacer(sock)
+    if s.local_ip:  # the switches copy the job's RESULTs to its group address
+        ap.join_result_group(sock, s.job, s.local_ip)
     # every worker starts at the same moment: a chunk completes only when all have sent it,
     # and processes that start one after the other would time out waiting for the last one
-    time.sleep(max(0.0, args.start_at - time.time()))
+    time.sleep(max(0.0, s.start_at - time.time()))
     start = time.time()
-    # give up when no RESULT came for --stall-timeout seconds (a network that stopped), not
-    # after a fixed time: a long stream at heavy loss takes as long as it takes
-    progress, answered = time.monotonic(), 0
     try:
-        while not w.done and time.monotonic() - progress < args.stall_timeout:
-            now = time.monotonic()
-            if len(w.results) != answered:
-                progress, answered = now, len(w.results)
-            for pkt in w.poll(now):
-                pacer.send(args.dest, pkt)
-            nxt = w.next_deadline()
-            wait = 0.05 if nxt is None else max(0.0, min(0.05, nxt - time.monotonic()))
-            if select.select([sock], [], [], wait)[0]:
-                while select.select([sock], [], [], 0)[0]:
-                    try:
-                        w.receive(ap.decode(sock.recv(65535)), time.monotonic())
-                    except ValueError:
-                        continue
+        _stream(w, sock, s.dest, s.stall_timeout)
     finally:
         sock.close()
     end = time.time()
     sums = [w.results[i].values if i in w.results else ap.ZERO_VECTOR
             for i in range(len(w.chunks))]
-    return {"job": args.job, "worker": args.worker, "done": w.done, "start": start,
+    return {"job": s.job, "worker": s.worker, "done": w.done, "start": start,
             "end": end, "chunks": len(w.chunks), "sent": w.sent,
             "retransmissions": w.retransmissions, "nacked": w.nacked,
             "lost_results": w.lost_results, "result_requests": w.result_requests,
@@ -122,6 +163,28 @@ def run_worker(args: argparse.Namespace) -> dict[str, Any]:
             "rto": w.rto, "retransmitted_chunks": w.retransmitted_chunks()[:100],
             "overflow": any(r.overflow for r in w.results.values()),
             "digest": digest(sums)}
+
+
+def _stream(w: Worker, sock: Any, dest: str, stall_timeout: float) -> None:
+    """Send what the worker's window allows and take in RESULTs until every chunk has its
+    sum, or until no RESULT came for `stall_timeout` seconds (a network that stopped): not
+    after a fixed time, since a long stream at heavy loss takes as long as it takes."""
+    pacer = Pacer(sock)
+    progress, answered = time.monotonic(), 0
+    while not w.done and time.monotonic() - progress < stall_timeout:
+        now = time.monotonic()
+        if len(w.results) != answered:
+            progress, answered = now, len(w.results)
+        for pkt in w.poll(now):
+            pacer.send(dest, pkt)
+        nxt = w.next_deadline()
+        wait = 0.05 if nxt is None else max(0.0, min(0.05, nxt - time.monotonic()))
+        if select.select([sock], [], [], wait)[0]:
+            while select.select([sock], [], [], 0)[0]:
+                try:
+                    w.receive(ap.decode(sock.recv(65535)), time.monotonic())
+                except ValueError:
+                    continue
 
 
 def _percentiles(seconds: Iterable[float]) -> dict[str, float]:
@@ -133,13 +196,13 @@ def _percentiles(seconds: Iterable[float]) -> dict[str, float]:
     return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(ms.max())}
 
 
-def run_destination(args: argparse.Namespace) -> dict[str, Any]:
-    jobs: dict[int, tuple[Destination, list[str]]] = {}
-    for spec in args.job:
-        job_s, ips_s, chunks_s, slots_s = spec.split(":")
-        ips = ips_s.split(",")
-        jobs[int(job_s)] = (Destination(int(job_s), len(ips), int(chunks_s), args.first_chunk,
-                                        int(slots_s)), ips)
+_Jobs = dict[int, tuple[Destination, tuple[str, ...]]]
+
+
+def run_destination(settings: DestinationSettings) -> dict[str, Any]:
+    jobs: _Jobs = {j.job: (Destination(j.job, len(j.ips), j.chunks, settings.first_chunk,
+                                       j.slots), j.ips)
+                   for j in settings.jobs}
     stop = False
 
     def _stop(*_: Any) -> None:
@@ -147,44 +210,15 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
         stop = True
 
     signal.signal(signal.SIGTERM, _stop)
-    ce = 0
-    packets = 0
+    counts = {"packets": 0, "ce_marked": 0, "multicast_results": 0}
     with ap.receiver_socket(tos=True) as sock:
-        if args.multicast_from:
-            ap.multicast_from(sock, args.multicast_from)
+        if settings.multicast_from:
+            ap.multicast_from(sock, settings.multicast_from)
         pacer = Pacer(sock)
-        multicasts = 0
-        Path(args.ready).touch()
+        Path(settings.ready).touch()
         while not stop:
-            now = time.monotonic()
-            for dest, ips in jobs.values():  # requests for what later chunks say was lost
-                for wi, nack in dest.poll(now):
-                    pacer.send(ips[wi], nack)
-            due = [t for d, _ in jobs.values() if (t := d.next_deadline()) is not None]
-            wait = max(0.0, min([0.1, *(t - now for t in due)]))
-            if not select.select([sock], [], [], wait)[0]:
-                continue
-            try:
-                data, _, tos = ap.recv_with_tos(sock)
-                pkt = ap.decode(data)
-            except (ValueError, InterruptedError):
-                continue
-            packets += 1
-            marked = tos >= 0 and tos & 3 == 3
-            ce += marked
-            entry = jobs.get(pkt.job)
-            if entry is None:
-                continue
-            dest, ips = entry
-            answers = dest.receive(pkt, marked, time.monotonic())
-            if args.multicast_from and len(answers) == dest.workers:
-                # a chunk just completed: one RESULT, the switches copy it to every worker
-                pacer.send(ap.result_group_ip(pkt.job), answers[0][1])
-                multicasts += 1
-                continue
-            for wi, res in answers:  # a retransmission's answer: to the workers it names
-                pacer.send(ips[wi], res)
-    return {"packets": packets, "ce_marked": ce, "multicast_results": multicasts, "jobs": {
+            _serve_once(sock, pacer, jobs, bool(settings.multicast_from), counts)
+    return {**counts, "jobs": {
         str(j): {"complete": d.complete, "chunks": d.chunks, "duplicates": d.duplicates,
                  "resent": d.resent, "nacks": d.nacks, "nack_rto": d.nack_rto,
                  "requests": d.requests,
@@ -193,3 +227,38 @@ def run_destination(args: argparse.Namespace) -> dict[str, Any]:
                  "overflow": any(s.overflow for s in d.state.values()),
                  "digest": digest(d.sums())}
         for j, (d, _) in jobs.items()}}
+
+
+def _serve_once(sock: Any, pacer: Pacer, jobs: _Jobs, multicast: bool,
+                counts: dict[str, int]) -> None:
+    """One turn of the destination's loop: the requests its timers say are due, then at
+    most one packet (waiting up to 0.1 s, or the next deadline, for it) and its answers.
+    `counts` adds up packets, CE-marked ones and RESULTs sent to a group."""
+    now = time.monotonic()
+    for dest, ips in jobs.values():  # requests for what later chunks say was lost
+        for wi, nack in dest.poll(now):
+            pacer.send(ips[wi], nack)
+    due = [t for d, _ in jobs.values() if (t := d.next_deadline()) is not None]
+    wait = max(0.0, min([0.1, *(t - now for t in due)]))
+    if not select.select([sock], [], [], wait)[0]:
+        return
+    try:
+        data, _, tos = ap.recv_with_tos(sock)
+        pkt = ap.decode(data)
+    except (ValueError, InterruptedError):
+        return
+    counts["packets"] += 1
+    marked = tos >= 0 and tos & 3 == 3
+    counts["ce_marked"] += marked
+    entry = jobs.get(pkt.job)
+    if entry is None:
+        return
+    dest, ips = entry
+    answers = dest.receive(pkt, marked, time.monotonic())
+    if multicast and len(answers) == dest.workers:
+        # a chunk just completed: one RESULT, the switches copy it to every worker
+        pacer.send(ap.result_group_ip(pkt.job), answers[0][1])
+        counts["multicast_results"] += 1
+        return
+    for wi, res in answers:  # a retransmission's answer: to the workers it names
+        pacer.send(ips[wi], res)

@@ -27,8 +27,12 @@ from typing import Any
 
 from innet.aggpacket import EVENT_NAMES, SLOTS, VECTOR_LEN
 from innet.bmv2.thrift import QueueSetting, queue_commands
-from innet.emulation.agghost import expected_digest
-from innet.emulation.experiment import controlled_network, prepare_run_folder
+from innet.emulation.agghost import DestinationJob, expected_digest
+from innet.emulation.experiment import (
+    ControlledNetwork,
+    controlled_network,
+    prepare_run_folder,
+)
 from innet.errors import InputError
 from innet.plan.intent import (
     Held,
@@ -84,6 +88,54 @@ class Timers:
             raise InputError(f"the retransmission timer's floor ({self.floor_s * 1e3:g} ms) "
                              f"and ceiling ({self.ceiling_s * 1e3:g} ms) must satisfy "
                              "1 ms <= floor <= ceiling <= 60 s")
+
+
+@dataclass(frozen=True)
+class AggregationRunOptions:
+    """What one `innet run aggregation` runs, built once by its caller (the front end, the
+    demo, a benchmark, a test) and passed whole. `window` None: as wide as the switches'
+    pool allows the jobs, up to DEFAULT_WINDOW; `inflight` None: each plan's
+    `default_inflight`; `workload` None: `default_workload`; `multicast`: the destination
+    sends each result once for the switches to copy down the tree; `link_pps`: the
+    link-bound regime's fastest link (None: no rates, the CPU-bound regime)."""
+
+    topology: str
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    k: int = 4
+    values: int = DEFAULT_VALUES
+    loss: float = 0.0
+    window: int | None = None
+    inflight: int | None = None
+    jobs: int = 1
+    workload: str | None = None
+    seed: int = 0
+    pcap: bool = False
+    progress: bool = True
+    timers: Timers = field(default_factory=Timers)
+    multicast: bool = True
+    link_pps: int | None = None
+
+    def checked_window(self) -> int:
+        """The window the run uses, once values, loss, window and chunks in flight are
+        known to be within their bounds (an InputError naming the first that is not)."""
+        if self.values < 1:
+            raise InputError(f"--values must be >= 1, got {self.values}")
+        if not 0.0 <= self.loss < 1.0:
+            raise InputError(f"--loss must be in [0, 1), got {self.loss}")
+        window = self.window
+        if window is None:  # as wide as the pool allows the jobs, up to the default
+            window = max(1, min(DEFAULT_WINDOW, SLOTS // (2 * self.jobs)))
+        if not 1 <= window <= 128:
+            raise InputError(f"--window must be in 1..128 (a job takes 2 x window slots of a "
+                             f"switch's pool), got {window}")
+        if self.inflight is not None and not 1 <= self.inflight <= window:
+            raise InputError(f"--inflight must be in 1..--window ({window}), got "
+                             f"{self.inflight}")
+        return window
+
+    def check_link_pps(self) -> None:
+        if self.link_pps is not None and not 1 <= self.link_pps <= 100_000:
+            raise InputError(f"--link-pps must be in 1..100000 packets/s, got {self.link_pps}")
 
 
 @dataclass(frozen=True)
@@ -251,135 +303,191 @@ def _counters(session: Callable[[str], Any], switches: Iterable[str], name: str
             for s in switches}
 
 
-def run_aggregation(topology_path: str, out: Path, *, strategies: tuple[str, ...] =
-                    DEFAULT_STRATEGIES, k: int = 4, values: int = DEFAULT_VALUES,
-                    loss: float = 0.0, window: int | None = None,
-                    inflight: int | None = None, jobs: int = 1,
-                    workload_path: str | None = None, seed: int = 0, pcap: bool = False,
-                    progress: bool = True, timers: Timers | None = None,
-                    multicast: bool = True, link_pps: int | None = None,
+@dataclass(frozen=True)
+class _Counters:
+    """The counters a stream is measured by, on every switch at one moment."""
+
+    first: dict[str, dict[int, int]]  # first transmissions, per egress port
+    repeat: dict[str, dict[int, int]]  # everything sent again, per egress port
+    events: dict[str, dict[int, int]]  # per EVENT_NAMES index
+    port_in: dict[str, dict[int, int]]  # every packet received, per ingress port
+
+    @staticmethod
+    def read(session: Callable[[str], Any], switches: Iterable[str]) -> _Counters:
+        switches = list(switches)
+        return _Counters(*(_counters(session, switches, name)
+                           for name in (C_AGG_FIRST, C_AGG_REPEAT, C_AGG_EVENTS, C_PORT_IN)))
+
+
+@dataclass(frozen=True)
+class _Traffic:
+    """What the switches counted during one stream."""
+
+    link_packets: dict[str, int]  # switch -> first transmissions on its uplink
+    link_repeats: dict[str, int]  # switch -> packets sent again on its uplink
+    events: dict[str, int]  # event name -> count, every switch's
+    received: int  # every packet every switch received
+
+    @property
+    def every(self) -> dict[str, int]:
+        """Switch -> every packet on its uplink, first or not."""
+        return {s: self.link_packets[s] + self.link_repeats[s] for s in self.link_packets}
+
+    @staticmethod
+    def between(topo: Topology, jps: list[JobPlan], switches: Iterable[str],
+                before: _Counters, after: _Counters) -> _Traffic:
+        switches = list(switches)
+        received = sum(n - before.port_in[s].get(p, 0) for s in switches
+                       for p, n in after.port_in[s].items())
+        link_packets: dict[str, int] = {}
+        link_repeats: dict[str, int] = {}
+        for jp in jps:
+            for s, p in uplink_ports(topo, jp).items():
+                link_packets[s] = after.first[s].get(p, 0) - before.first[s].get(p, 0)
+                link_repeats[s] = after.repeat[s].get(p, 0) - before.repeat[s].get(p, 0)
+        events = {n: sum(after.events[s].get(e, 0) - before.events[s].get(e, 0)
+                         for s in switches) for e, n in enumerate(EVENT_NAMES)}
+        return _Traffic(link_packets, link_repeats, events, received)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every strategy of one run shares: the options, the jobs' workloads, the
+    window, each strategy's plans and every job's expected digest."""
+
+    options: AggregationRunOptions
+    topo: Topology
+    workloads: tuple[Workload, ...]
+    window: int
+    chunks: int
+    plans: dict[str, list[JobPlan]]
+    expected: dict[int, str]
+
+    @property
+    def rates(self) -> dict[str, dict[int, int]]:
+        """The link-bound regime's queue rates (empty in the CPU-bound regime)."""
+        pps = self.options.link_pps
+        return link_rates_pps(self.topo, pps) if pps else {}
+
+
+def run_aggregation(options: AggregationRunOptions, out: Path, *,
                     before_plan: Callable[[Any, str], None] | None = None
                     ) -> list[StrategyRun]:
     """Run every strategy's plan in one network. `before_plan(network, strategy)` runs before
     each plan goes out (the tests restart a switch there)."""
     from innet.progress import bar as progress_bar
 
-    timers = timers or Timers()
-    timers.check()
-    topo = load_topology(topology_path)
-    base = load_workload(workload_path, topo) if workload_path else default_workload(topo)
-    if values < 1:
-        raise InputError(f"--values must be >= 1, got {values}")
-    if not 0.0 <= loss < 1.0:
-        raise InputError(f"--loss must be in [0, 1), got {loss}")
-    if window is None:  # as wide as the pool allows the jobs, up to the default
-        window = max(1, min(DEFAULT_WINDOW, SLOTS // (2 * jobs)))
-    if not 1 <= window <= 128:
-        raise InputError(f"--window must be in 1..128 (a job takes 2 x window slots of a "
-                         f"switch's pool), got {window}")
-    if inflight is not None and not 1 <= inflight <= window:
-        raise InputError(f"--inflight must be in 1..--window ({window}), got {inflight}")
-    workloads = split_workload(base, jobs, 2 * window)
-    chunks = -(-values // VECTOR_LEN)
-    plans = {s: [plan_job(topo, w, s, k, seed=seed) for w in workloads] for s in strategies}
-    prepare_run_folder(out, {"topology.json": topology_path}, {
-        "workloads": [{"job": w.job, "destination": w.destination, "workers": list(w.workers),
-                       "slots": w.slots} for w in workloads],
-        "k": k, "values": values, "chunks": chunks, "loss": loss, "window": window,
-        "inflight": inflight,  # None: each plan's default_inflight (results.json has it)
-        "plans": {s: [{"job": jp.workload.job, "blue": list(jp.blue),
-                       "predicted_cost": jp.plan.cost, "messages": jp.msgs} for jp in jps]
-                  for s, jps in plans.items()},
-    })
-    expected = {w.job: expected_digest(seed, w.job, len(w.workers), values) for w in workloads}
+    run = _prepare(options, out)
+    o, topo = options, run.topo
     results: list[StrategyRun] = []
     # the controller keeps every switch on the current plan (a switch that restarts mid-run
     # is restored, its queues too); each plan change waits until every switch holds it.
     # Jobs keep their slots from one plan to the next (held).
-    first = next(iter(plans.values()))
-    intent = network_intent(topo, first, drop_probability=loss)
+    first = next(iter(run.plans.values()))
+    intent = network_intent(topo, first, drop_probability=o.loss)
     held: Held = held_slots(intent.entries())
-    if link_pps is not None and not 1 <= link_pps <= 100_000:
-        raise InputError(f"--link-pps must be in 1..100000 packets/s, got {link_pps}")
-    setup = switch_setup(topo, link_pps)
-    rates = link_rates_pps(topo, link_pps) if link_pps else {}
+    o.check_link_pps()
+    setup = switch_setup(topo, o.link_pps)
     with controlled_network(topo, out, intent.entries(), replication=intent.replication(),
-                            setup=setup, pcap=pcap, interval=RECONCILE_S) as cn:
-        addresses, ctl = cn.addresses, cn.controller
-        bar = progress_bar(list(plans.items()), desc="strategies", unit="plan", show=progress)
+                            setup=setup, pcap=o.pcap, interval=RECONCILE_S) as cn:
+        bar = progress_bar(list(run.plans.items()), desc="strategies", unit="plan",
+                           show=o.progress)
         for i, (name, jps) in enumerate(bar):
             bar.set_postfix_str(name)
             if before_plan is not None:
                 before_plan(cn.network, name)
             if i > 0:
-                intent = network_intent(topo, jps, held=held, drop_probability=loss)
+                intent = network_intent(topo, jps, held=held, drop_probability=o.loss)
                 held = held_slots(intent.entries())
             applied = cn.set_intent(intent.entries(), intent.replication())
             writes = sum(d.writes for d in applied.values())
-            before = _counters(ctl.session, addresses, C_AGG_FIRST)
-            rep_before = _counters(ctl.session, addresses, C_AGG_REPEAT)
-            ev_before = _counters(ctl.session, addresses, C_AGG_EVENTS)
-            in_before = _counters(ctl.session, addresses, C_PORT_IN)
-            # each stream's chunks come after the previous one's: a cell that kept a
-            # chunk of the last strategy sees the new ones as newer (docs: limits)
-            flight = inflight if inflight is not None else default_inflight(jps, window)
-            hosts = _stream(cn.network, topo, workloads, values, (window, flight), seed,
-                            i * (chunks + 1), chunks, out, name, timers, multicast)
-            time.sleep(0.3)
-            after = _counters(ctl.session, addresses, C_AGG_FIRST)
-            rep_after = _counters(ctl.session, addresses, C_AGG_REPEAT)
-            ev_after = _counters(ctl.session, addresses, C_AGG_EVENTS)
-            in_after = _counters(ctl.session, addresses, C_PORT_IN)
-            received = sum(n - in_before[s].get(p, 0) for s in addresses
-                           for p, n in in_after[s].items())
-            link_packets: dict[str, int] = {}
-            link_repeats: dict[str, int] = {}
-            for jp in jps:
-                for s, p in uplink_ports(topo, jp).items():
-                    link_packets[s] = after[s].get(p, 0) - before[s].get(p, 0)
-                    link_repeats[s] = rep_after[s].get(p, 0) - rep_before[s].get(p, 0)
-            every = {s: link_packets[s] + link_repeats[s] for s in link_packets}
-            events = {n: sum(ev_after[s].get(e, 0) - ev_before[s].get(e, 0)
-                             for s in addresses) for e, n in enumerate(EVENT_NAMES)}
-            workers_out, dest_out = hosts
-            exact = _exact(workers_out, dest_out, expected, chunks)
-            starts = [w["start"] for w in workers_out]
-            ends = [w["end"] for w in workers_out]
-            duration = max(ends) - min(starts) if starts else 0.0
-            msgs: dict[str, int] = {}
-            for jp in jps:
-                for s, m in jp.msgs.items():
-                    msgs[s] = msgs.get(s, 0) + m
-            neck = bottleneck(jps)
-            neck_pps = 0
-            if rates:  # the busiest uplink's rate, and how busy it was over the stream
-                port = next(uplink_ports(topo, jp)[neck.switch] for jp in jps
-                            if neck.switch in jp.tree.ids[1:])
-                neck_pps = rates[neck.switch][port]
-            results.append(StrategyRun(
-                strategy=name, k=k, blue=tuple(sorted({b for jp in jps for b in jp.blue})),
-                rounds=chunks, predicted_cost=sum(jp.plan.cost for jp in jps),
-                measured_cost=measured_cost(jps, link_packets, chunks), sums_exact=exact,
-                writes=writes, link_packets=link_packets, predicted_msgs=msgs, values=values,
-                chunks=chunks, jobs=len(workloads), loss=loss, window=window,
-                inflight=flight,
-                retransmissions=sum(w["retransmissions"] for w in workers_out),
-                duration_s=duration,
-                goodput_values_per_s=values * len(workloads) / duration if duration > 0
-                else 0.0,
-                events=events, ce_marked=int(dest_out.get("ce_marked", 0)),
-                link_repeats=link_repeats, total_cost=measured_cost(jps, every, chunks),
-                switch_packets=received,
-                multicast_results=int(dest_out.get("multicast_results", 0)),
-                asked=sum(int(w.get("nacked", 0)) for w in workers_out),
-                nacks=sum(int(d.get("nacks", 0)) for d in dest_out.get("jobs", {}).values()),
-                link_pps=link_pps, bottleneck_switch=neck.switch,
-                bottleneck_load=neck.load, bottleneck_messages=neck.messages,
-                bottleneck_pps=neck_pps,
-                bottleneck_use=(every.get(neck.switch, 0) / (neck_pps * duration)
-                                if neck_pps and duration > 0 else 0.0)))
-            _write_results(out, results, topo, workloads)  # a long run keeps what it has
+            stream = _Stream.of(run, name, jps, i, out / "logs")
+            results.append(_run_strategy(cn, run, stream, writes))
+            _write_results(out, results, topo, list(run.workloads))  # a long run keeps it
     return results
+
+
+def _prepare(options: AggregationRunOptions, out: Path) -> _Run:
+    """Check the options, plan every strategy's jobs and write the run folder's inputs and
+    plans, before anything starts."""
+    o = options
+    o.timers.check()
+    topo = load_topology(o.topology)
+    base = load_workload(o.workload, topo) if o.workload else default_workload(topo)
+    window = o.checked_window()
+    workloads = split_workload(base, o.jobs, 2 * window)
+    chunks = -(-o.values // VECTOR_LEN)
+    plans = {s: [plan_job(topo, w, s, o.k, seed=o.seed) for w in workloads]
+             for s in o.strategies}
+    prepare_run_folder(out, {"topology.json": o.topology}, {
+        "workloads": [{"job": w.job, "destination": w.destination, "workers": list(w.workers),
+                       "slots": w.slots} for w in workloads],
+        "k": o.k, "values": o.values, "chunks": chunks, "loss": o.loss, "window": window,
+        "inflight": o.inflight,  # None: each plan's default_inflight (results.json has it)
+        "plans": {s: [{"job": jp.workload.job, "blue": list(jp.blue),
+                       "predicted_cost": jp.plan.cost, "messages": jp.msgs} for jp in jps]
+                  for s, jps in plans.items()},
+    })
+    expected = {w.job: expected_digest(o.seed, w.job, len(w.workers), o.values)
+                for w in workloads}
+    return _Run(o, topo, tuple(workloads), window, chunks, plans, expected)
+
+
+def _run_strategy(cn: ControlledNetwork, run: _Run, stream: _Stream, writes: int
+                  ) -> StrategyRun:
+    """One strategy's stream, measured by the switches' counters before and after it."""
+    session, switches = cn.controller.session, cn.addresses
+    before = _Counters.read(session, switches)
+    hosts = _stream(cn.network, stream)
+    time.sleep(0.3)
+    after = _Counters.read(session, switches)
+    traffic = _Traffic.between(run.topo, stream.jps, switches, before, after)
+    return _strategy_run(run, stream, writes, traffic, hosts)
+
+
+def _strategy_run(run: _Run, stream: _Stream, writes: int, traffic: _Traffic,
+                  hosts: tuple[list[dict[str, Any]], dict[str, Any]]) -> StrategyRun:
+    """The figures of one strategy: the plans' predictions beside what the switches counted
+    and what the hosts wrote."""
+    o, jps, chunks = run.options, stream.jps, run.chunks
+    workers_out, dest_out = hosts
+    starts = [w["start"] for w in workers_out]
+    ends = [w["end"] for w in workers_out]
+    duration = max(ends) - min(starts) if starts else 0.0
+    msgs: dict[str, int] = {}
+    for jp in jps:
+        for s, m in jp.msgs.items():
+            msgs[s] = msgs.get(s, 0) + m
+    neck = bottleneck(jps)
+    neck_pps = 0
+    if run.rates:  # the busiest uplink's rate, and how busy it was over the stream
+        port = next(uplink_ports(run.topo, jp)[neck.switch] for jp in jps
+                    if neck.switch in jp.tree.ids[1:])
+        neck_pps = run.rates[neck.switch][port]
+    every = traffic.every
+    return StrategyRun(
+        strategy=stream.label, k=o.k, blue=tuple(sorted({b for jp in jps for b in jp.blue})),
+        rounds=chunks, predicted_cost=sum(jp.plan.cost for jp in jps),
+        measured_cost=measured_cost(jps, traffic.link_packets, chunks),
+        sums_exact=_exact(workers_out, dest_out, run.expected, chunks),
+        writes=writes, link_packets=traffic.link_packets, predicted_msgs=msgs,
+        values=o.values, chunks=chunks, jobs=len(run.workloads), loss=o.loss,
+        window=run.window, inflight=stream.inflight,
+        retransmissions=sum(w["retransmissions"] for w in workers_out),
+        duration_s=duration,
+        goodput_values_per_s=o.values * len(run.workloads) / duration if duration > 0
+        else 0.0,
+        events=traffic.events, ce_marked=int(dest_out.get("ce_marked", 0)),
+        link_repeats=traffic.link_repeats, total_cost=measured_cost(jps, every, chunks),
+        switch_packets=traffic.received,
+        multicast_results=int(dest_out.get("multicast_results", 0)),
+        asked=sum(int(w.get("nacked", 0)) for w in workers_out),
+        nacks=sum(int(d.get("nacks", 0)) for d in dest_out.get("jobs", {}).values()),
+        link_pps=o.link_pps, bottleneck_switch=neck.switch,
+        bottleneck_load=neck.load, bottleneck_messages=neck.messages,
+        bottleneck_pps=neck_pps,
+        bottleneck_use=(every.get(neck.switch, 0) / (neck_pps * duration)
+                        if neck_pps and duration > 0 else 0.0))
 
 
 def _exact(workers_out: list[dict[str, Any]], dest_out: dict[str, Any],
@@ -396,60 +504,43 @@ def _exact(workers_out: list[dict[str, Any]], dest_out: dict[str, Any],
     return ok
 
 
-def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int,
-            window: tuple[int, int],
-            seed: int, first_chunk: int, chunks: int, out: Path, label: str,
-            timers: Timers, multicast: bool = True
-            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+@dataclass(frozen=True)
+class _Stream:
+    """One strategy's stream: its plans, where its chunks start (after the previous
+    stream's) and where its hosts write."""
+
+    run: _Run
+    label: str
+    jps: list[JobPlan]
+    first_chunk: int
+    logs: Path
+    inflight: int  # chunks in flight per worker
+
+    @staticmethod
+    def of(run: _Run, label: str, jps: list[JobPlan], index: int, logs: Path) -> _Stream:
+        """The stream of the `index`-th strategy: its chunks come after the previous
+        stream's (a cell that kept a chunk of the last strategy sees the new ones as newer:
+        docs, limits); in flight as asked, or what the plans' busiest uplink allows."""
+        asked = run.options.inflight
+        inflight = asked if asked is not None else default_inflight(jps, run.window)
+        return _Stream(run, label, jps, index * (run.chunks + 1), logs, inflight)
+
+
+def _stream(network: Any, stream: _Stream) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start the destination, let every worker stream its tensor, collect what they wrote.
-    `multicast`: the destination sends each completed chunk's RESULT once to the job's group
-    address and the switches copy it down the tree (else one unicast per worker). The
-    workers' timers come from their measured round trips (RFC 6298) between `timers`'
-    floor and ceiling: the switches count first transmissions apart, so a timer that fires
-    early costs packets, never the measurement."""
-    logs = out / "logs"
-    dest_name = workloads[0].destination
-    dest_file = logs / f"dest-{label}.json"
-    ready = logs / f"dest-{label}.ready"
-    ready.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "innet.cli.agghost", "dest", "--first-chunk",
-           str(first_chunk), "--ready", str(ready), "--out", str(dest_file)]
-    for w in workloads:
-        ips = ",".join(topo.hosts[h].ip for h in w.workers)
-        cmd += ["--job", f"{w.job}:{ips}:{chunks}:{w.slots}"]
-    if multicast:
-        cmd += ["--multicast-from", topo.hosts[dest_name].ip]
-    dest = run.host(dest_name).popen(cmd, stdout=subprocess.DEVNULL,
-                                     stderr=(logs / f"dest-{label}.err").open("w"))
-    waited = time.monotonic() + 20
-    while not ready.exists():
-        if dest.poll() is not None or time.monotonic() > waited:
-            raise RuntimeError(f"the destination did not start: see {logs}/dest-{label}.err")
-        time.sleep(0.05)
-    dest_ip = topo.hosts[dest_name].ip
-    procs = []
-    n_workers = sum(len(w.workers) for w in workloads)
-    start_at = time.time() + 1.0 + 0.15 * n_workers  # after every process has started
-    for w in workloads:
-        for i, h in enumerate(w.workers):
-            f = logs / f"worker-{label}-{w.job}-{h}.json"
-            procs.append((f, run.host(h).popen(
-                [sys.executable, "-m", "innet.cli.agghost", "worker", "--dest",
-                 dest_ip, "--job", str(w.job), "--worker", str(i), "--workers",
-                 str(len(w.workers)), "--values", str(values), "--seed", str(seed),
-                 "--window", str(window[0]), "--inflight", str(window[1]), "--slots",
-                 str(w.slots), "--first-chunk",
-                 str(first_chunk), "--start-at", f"{start_at:.3f}",
-                 "--rto", f"{timers.first_s:g}", "--min-rto", f"{timers.floor_s:g}",
-                 "--max-rto", f"{timers.ceiling_s:g}",
-                 *(["--local-ip", topo.hosts[h].ip] if multicast else []), "--out", str(f)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+    With the options' `multicast` the destination sends each completed chunk's RESULT once
+    to the job's group address and the switches copy it down the tree (else one unicast per
+    worker). The workers' timers come from their measured round trips (RFC 6298) between
+    the timers' floor and ceiling: the switches count first transmissions apart, so a timer
+    that fires early costs packets, never the measurement."""
+    dest, dest_file = _start_destination(network, stream)
+    procs = _start_workers(network, stream)
     workers_out = []
     try:
         for f, p in procs:
             # workers give up themselves when results stop for 2 minutes; this only guards
             # against a worker that hangs: generous, since a stream takes what it takes
-            _, err = p.communicate(timeout=900 + values / 20)
+            _, err = p.communicate(timeout=900 + stream.run.options.values / 20)
             if p.returncode != 0:
                 raise RuntimeError(f"a worker failed: {err.decode(errors='replace')[-2000:]}")
             workers_out.append(json.loads(f.read_text()))
@@ -468,9 +559,70 @@ def _stream(run: Any, topo: Topology, workloads: list[Workload], values: int,
     return workers_out, dest_out
 
 
+def _start_destination(network: Any, stream: _Stream) -> tuple[Any, Path]:
+    """The destination's process, once its socket is bound, and the file it will write."""
+    run, logs, label = stream.run, stream.logs, stream.label
+    topo = run.topo
+    dest_name = run.workloads[0].destination
+    dest_file = logs / f"dest-{label}.json"
+    ready = logs / f"dest-{label}.ready"
+    ready.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "innet.cli.agghost", "dest", "--first-chunk",
+           str(stream.first_chunk), "--ready", str(ready), "--out", str(dest_file)]
+    for w in run.workloads:
+        job = DestinationJob(w.job, tuple(topo.hosts[h].ip for h in w.workers), run.chunks,
+                             w.slots)
+        cmd += ["--job", job.spec()]
+    if run.options.multicast:
+        cmd += ["--multicast-from", topo.hosts[dest_name].ip]
+    dest = network.host(dest_name).popen(cmd, stdout=subprocess.DEVNULL,
+                                         stderr=(logs / f"dest-{label}.err").open("w"))
+    waited = time.monotonic() + 20
+    while not ready.exists():
+        if dest.poll() is not None or time.monotonic() > waited:
+            raise RuntimeError(f"the destination did not start: see {logs}/dest-{label}.err")
+        time.sleep(0.05)
+    return dest, dest_file
+
+
+def _start_workers(network: Any, stream: _Stream) -> list[tuple[Path, Any]]:
+    """Every worker's process, all told to start at one moment, and the file each writes."""
+    run = stream.run
+    o, topo = run.options, run.topo
+    dest_ip = topo.hosts[run.workloads[0].destination].ip
+    procs = []
+    n_workers = sum(len(w.workers) for w in run.workloads)
+    start_at = time.time() + 1.0 + 0.15 * n_workers  # after every process has started
+    for w in run.workloads:
+        for i, h in enumerate(w.workers):
+            f = stream.logs / f"worker-{stream.label}-{w.job}-{h}.json"
+            procs.append((f, network.host(h).popen(
+                [sys.executable, "-m", "innet.cli.agghost", "worker", "--dest",
+                 dest_ip, "--job", str(w.job), "--worker", str(i), "--workers",
+                 str(len(w.workers)), "--values", str(o.values), "--seed", str(o.seed),
+                 "--window", str(run.window), "--inflight", str(stream.inflight), "--slots",
+                 str(w.slots), "--first-chunk",
+                 str(stream.first_chunk), "--start-at", f"{start_at:.3f}",
+                 "--rto", f"{o.timers.first_s:g}", "--min-rto", f"{o.timers.floor_s:g}",
+                 "--max-rto", f"{o.timers.ceiling_s:g}",
+                 *(["--local-ip", topo.hosts[h].ip] if o.multicast else []), "--out", str(f)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+    return procs
+
+
 def _write_results(out: Path, results: list[StrategyRun], topo: Topology,
                    workloads: list[Workload]) -> None:
+    """results.json, aggregation.png and summary.md, rewritten after every strategy."""
     (out / "results.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))
+    _plot(out / "aggregation.png", results, topo, workloads)
+    lines = [*_summary(results, topo, workloads), *_link_bound_table(results)]
+    lines += ["", _verdict(results), "", "![aggregation](aggregation.png)"]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def _plot(path: Path, results: list[StrategyRun], topo: Topology,
+          workloads: list[Workload]) -> None:
+    """Predicted phi beside the measured cost per strategy, what was sent again on top."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -496,8 +648,16 @@ def _write_results(out: Path, results: list[StrategyRun], topo: Topology,
                  f"k = {r0.k if r0 else 0}, loss {r0.loss if r0 else 0:.0%}", fontsize=10)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "aggregation.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _summary(results: list[StrategyRun], topo: Topology, workloads: list[Workload]
+             ) -> list[str]:
+    """summary.md's heading, what ran, and one row per strategy."""
+    n_workers = sum(len(w.workers) for w in workloads)
+    dest = workloads[0].destination
+    r0 = results[0] if results else None
     lines = [f"# Aggregation on {topo.name}", "",
              f"{n_workers} workers in {len(workloads)} job(s) stream "
              f"{r0.values if r0 else 0} values each ({r0.chunks if r0 else 0} chunks of "
@@ -514,25 +674,36 @@ def _write_results(out: Path, results: list[StrategyRun], topo: Topology,
                      f"{r.measured_cost:.4g} | {'yes' if r.cost_matches else 'NO'} | "
                      f"{r.total_cost:.4g} | {r.retransmissions} | {r.duration_s:.1f} | "
                      f"{r.goodput_values_per_s:.0f} | {'yes' if r.sums_exact else 'NO'} |")
-    if r0 is not None and r0.link_pps:
-        lines += ["", f"Link-bound regime: the fastest link drains {r0.link_pps} packets/s. "
-                  "Goodput is set by the plan's busiest uplink (messages per chunk / rate); "
-                  "the busiest link's use is its packets over its rate x the stream's "
-                  "duration.", "",
-                  "| strategy | busiest uplink | messages per chunk / rate | its pps | "
-                  "busy | values/s | its pps x 32 / messages |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in results:
-            predicted = (r.bottleneck_pps * VECTOR_LEN * r.jobs / r.bottleneck_messages
-                         if r.bottleneck_messages else 0.0)
-            lines.append(f"| {r.strategy} | {r.bottleneck_switch} | {r.bottleneck_load:.4g} | "
-                         f"{r.bottleneck_pps} | {r.bottleneck_use:.0%} | "
-                         f"{r.goodput_values_per_s:.0f} | {predicted:.0f} |")
+    return lines
+
+
+def _link_bound_table(results: list[StrategyRun]) -> list[str]:
+    """In the link-bound regime, each strategy's busiest uplink and how busy it was (no
+    lines in the CPU-bound regime)."""
+    r0 = results[0] if results else None
+    if r0 is None or not r0.link_pps:
+        return []
+    lines = ["", f"Link-bound regime: the fastest link drains {r0.link_pps} packets/s. "
+             "Goodput is set by the plan's busiest uplink (messages per chunk / rate); "
+             "the busiest link's use is its packets over its rate x the stream's "
+             "duration.", "",
+             "| strategy | busiest uplink | messages per chunk / rate | its pps | "
+             "busy | values/s | its pps x 32 / messages |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        predicted = (r.bottleneck_pps * VECTOR_LEN * r.jobs / r.bottleneck_messages
+                     if r.bottleneck_messages else 0.0)
+        lines.append(f"| {r.strategy} | {r.bottleneck_switch} | {r.bottleneck_load:.4g} | "
+                     f"{r.bottleneck_pps} | {r.bottleneck_use:.0%} | "
+                     f"{r.goodput_values_per_s:.0f} | {predicted:.0f} |")
+    return lines
+
+
+def _verdict(results: list[StrategyRun]) -> str:
     ok = all(r.cost_matches and r.sums_exact for r in results)
     verdict = ("Every strategy's measured cost equals its predicted phi and every sum is "
                "exact." if ok else "Some measurement departs from the prediction: see the "
                "table and logs/.")
     if any(r.total_cost > r.measured_cost for r in results):
         verdict += " What was lost and sent again is the overhead beside it."
-    lines += ["", verdict, "", "![aggregation](aggregation.png)"]
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    return verdict

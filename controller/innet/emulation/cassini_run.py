@@ -142,51 +142,119 @@ def _link_capacity_gbps(topo: Topology) -> float:
     return min(mbps) / 1000.0
 
 
-def run_cassini(topology_path: str, jobs_path: str, out: Path, *, iterations: int = 30,
-                capacity_pps: int = 800, queue_depth: int = 100, ecn_threshold: int = 20,
-                seed: int = 0, pcap: bool = False, progress: bool = True,
-                slowdown: float = DEFAULT_SLOWDOWN) -> CassiniExperiment:
-    if iterations < 1:
-        raise InputError(f"--iterations must be >= 1, got {iterations}")
-    if capacity_pps < 10:
-        raise InputError(f"--capacity-pps must be >= 10, got {capacity_pps}")
-    if not 1.0 <= slowdown <= MAX_SLOWDOWN or capacity_pps / slowdown < 10:
-        raise InputError(f"--slowdown must be in 1..{MAX_SLOWDOWN:g} and leave the switches at "
-                         f"least 10 packets/s (--capacity-pps / --slowdown), got {slowdown:g}")
-    topo = load_topology(topology_path)
-    jobs = load_jobs(jobs_path)
-    result_plans = schedule(topo, jobs, PlannerSettings(seed=seed))
+@dataclass(frozen=True)
+class CassiniRunOptions:
+    """What one `innet run cassini` runs, built once by its caller (the front end, the demo,
+    a benchmark, a test) and passed whole. `capacity_pps`: packets/s standing for the
+    slowest link's capacity; `slowdown`: how many times slower than the jobs' clock the
+    emulation runs; `queue_depth` and `ecn_threshold` in packets; `seed`: the placement's."""
+
+    topology: str
+    jobs: str
+    iterations: int = 30
+    capacity_pps: int = 800
+    queue_depth: int = 100
+    ecn_threshold: int = 20
+    seed: int = 0
+    pcap: bool = False
+    progress: bool = True
+    slowdown: float = DEFAULT_SLOWDOWN
+
+    def check(self) -> None:
+        if self.iterations < 1:
+            raise InputError(f"--iterations must be >= 1, got {self.iterations}")
+        if self.capacity_pps < 10:
+            raise InputError(f"--capacity-pps must be >= 10, got {self.capacity_pps}")
+        if not 1.0 <= self.slowdown <= MAX_SLOWDOWN or self.capacity_pps / self.slowdown < 10:
+            raise InputError(f"--slowdown must be in 1..{MAX_SLOWDOWN:g} and leave the switches "
+                             f"at least 10 packets/s (--capacity-pps / --slowdown), got "
+                             f"{self.slowdown:g}")
+
+
+@dataclass(frozen=True)
+class _Arm:
+    """One arm as its agents run it: the plan, its ring flows and shifts, the scale from
+    Gbps to packets/s, and where its agents write."""
+
+    plan: ClusterPlan
+    flows: list[Flow]
+    shifts: dict[str, float]  # job -> ms, on the jobs' clock
+    scale: float  # packets/s per Gbps
+    options: CassiniRunOptions
+    logs: Path
+
+    @property
+    def label(self) -> str:
+        return self.plan.mode
+
+    @property
+    def tag(self) -> str:
+        """The label as it goes into file names."""
+        return self.label.replace(" ", "-").replace("+", "-")
+
+    @property
+    def longest_s(self) -> float:
+        """The longest iteration of the arm's jobs, in seconds on the emulation's clock."""
+        return (max(self.plan.job(f.job).iteration_ms for f in self.flows)
+                * self.options.slowdown / 1000)
+
+    @property
+    def duration_s(self) -> float:
+        """How long the receivers listen at most: they stop once idle after the last
+        packet, so this only bounds a run that went wrong."""
+        o = self.options
+        nominal = (3.0 + (o.iterations + 2) * self.longest_s
+                   + max(self.shifts.values()) * o.slowdown / 1000 + 2.0)
+        return 4 * nominal + 10.0
+
+    @property
+    def idle_s(self) -> float:
+        return max(3.0, 2 * self.longest_s)  # longer than any Down phase
+
+
+def run_cassini(options: CassiniRunOptions, out: Path) -> CassiniExperiment:
+    o = options
+    o.check()
+    topo = load_topology(o.topology)
+    result_plans = schedule(topo, load_jobs(o.jobs), PlannerSettings(seed=o.seed))
     plans = (result_plans.base, result_plans.base_shifted, result_plans.cassini)
-    arms = []
-    for plan in plans:
-        order = [j.name for j in plan.jobs if j.name in plan.placement]
-        arms.append((plan, order, flows_of(dict(plan.placement), order)))
-    if not any(flows for _, _, flows in arms):
-        raise InputError("no job spans two hosts: nothing crosses the network",
-                         source=jobs_path)
-    scale = capacity_pps / _link_capacity_gbps(topo)  # packets per second per Gbps
-    prepare_run_folder(out, {"topology.json": topology_path, "jobs.json": jobs_path},
+    arms = _arms(plans, topo, o, out / "logs")
+    prepare_run_folder(out, {"topology.json": o.topology, "jobs.json": o.jobs},
                        {p.mode: p.to_dict() for p in plans})
     runs: list[RunResult] = []
     # the long-running controller keeps routes, ECN threshold and queue settings on every
     # switch for the whole run, restoring one that restarts
-    intent = network_intent(topo, [], ecn_threshold=ecn_threshold)
-    setup = queue_commands([QueueSetting(rate_pps=round(capacity_pps / slowdown),
-                                         depth=queue_depth)])
+    intent = network_intent(topo, [], ecn_threshold=o.ecn_threshold)
+    setup = queue_commands([QueueSetting(rate_pps=round(o.capacity_pps / o.slowdown),
+                                         depth=o.queue_depth)])
     with controlled_network(topo, out, intent.entries(), replication=intent.replication(),
-                            setup=setup, pcap=pcap) as cn:
-        for plan, order, flows in arms:
-            if progress:
-                print(f"  {plan.mode}: {len(flows)} flows, {iterations} iterations ...",
+                            setup=setup, pcap=o.pcap) as cn:
+        for arm in arms:
+            if o.progress:
+                print(f"  {arm.label}: {len(arm.flows)} flows, {o.iterations} iterations ...",
                       file=sys.stderr, flush=True)
-            shifts = {j: float(plan.shifts_ms.get(j, 0.0)) for j in order}
-            runs.append(_one_run(cn.network, topo, plan, flows, shifts, scale, iterations, out,
-                                 plan.mode, cn.controller, slowdown))
-    result = CassiniExperiment({p.mode: p for p in plans}, tuple(runs), capacity_pps, scale,
-                               slowdown, queue_depth, ecn_threshold, iterations)
+            runs.append(_one_run(cn.network, topo, arm, cn.controller))
+    result = CassiniExperiment({p.mode: p for p in plans}, tuple(runs), o.capacity_pps,
+                               arms[0].scale, o.slowdown, o.queue_depth, o.ecn_threshold,
+                               o.iterations)
     (out / "results.json").write_text(json.dumps(result.to_dict(), indent=1))
     _report(out, result)
     return result
+
+
+def _arms(plans: tuple[ClusterPlan, ...], topo: Topology, options: CassiniRunOptions,
+          logs: Path) -> list[_Arm]:
+    """Each plan's arm: its jobs' ring flows and shifts (a job on one host has no flow)."""
+    orders = [[j.name for j in plan.jobs if j.name in plan.placement] for plan in plans]
+    flows = [flows_of(dict(plan.placement), order)
+             for plan, order in zip(plans, orders, strict=True)]
+    if not any(flows):
+        raise InputError("no job spans two hosts: nothing crosses the network",
+                         source=options.jobs)
+    scale = options.capacity_pps / _link_capacity_gbps(topo)  # packets per second per Gbps
+    return [_Arm(plan, arm_flows, {j: float(plan.shifts_ms.get(j, 0.0)) for j in order},
+                 scale, options, logs)
+            for plan, order, arm_flows in zip(plans, orders, flows, strict=True)]
 
 
 def _marks(ctl: Any) -> int:
@@ -195,51 +263,14 @@ def _marks(ctl: Any) -> int:
                ctl.session(s).read_counters(C_ECN_MARKED).values())
 
 
-def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dict[str, float],
-             scale: float, iterations: int, out: Path, label: str,
-             ctl: Any, slowdown: float = 1.0) -> RunResult:
+def _one_run(net: Any, topo: Topology, arm: _Arm, ctl: Any) -> RunResult:
     """One arm; every time and rate given to the agents is on the emulation's clock (times x
-    `slowdown`, rates / `slowdown`), every time read back is divided back."""
-    from innet.cassini.placement.scheduler import DEFAULT_CHECK
-    from innet.cassini.sim.fluid import realign_grid
-    from innet.emulation.agent import WINDOW_S
-
-    tag = label.replace(" ", "-").replace("+", "-")
-    agents = any(v != 0 for v in shifts.values())
-    grid = realign_grid(plan.jobs, plan.traffic)
-    longest = max(plan.job(f.job).iteration_ms for f in flows) * slowdown
-    nominal = (3.0 + (iterations + 2) * longest / 1000
-               + max(shifts.values()) * slowdown / 1000 + 2.0)
-    duration = 4 * nominal + 10.0  # at most; receivers stop once idle after the last packet
-    idle = max(3.0, 2 * longest / 1000)  # longer than any Down phase
+    the slowdown, rates / the slowdown), every time read back is divided back."""
+    duration = arm.duration_s
     marks_before = _marks(ctl)
-    receivers = {}
-    for dst in sorted({f.dst for f in flows}):
-        rx_out = out / "logs" / f"rx-{tag}-{dst}.json"
-        receivers[dst] = (net.host(dst).popen(
-            [sys.executable, "-m", "innet.cli.agent", "receive", "--duration",
-             f"{duration:.2f}", "--idle", f"{idle:.2f}", "--out", str(rx_out)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE), rx_out)
+    receivers = _start_receivers(net, arm)
     time.sleep(0.5)
-    epoch = time.time() + 2.5  # every sender is up and waiting by then
-    senders = []
-    for i, f in enumerate(flows):
-        job = plan.job(f.job)
-        phases = [{"start_ms": p.start_ms * slowdown, "duration_ms": p.duration_ms * slowdown,
-                   "pps": p.gbps * scale / slowdown} for p in job.phases]
-        tx_out = out / "logs" / f"tx-{tag}-{f.job}-{i}.json"
-        senders.append((f, net.host(f.src).popen(
-            [sys.executable, "-m", "innet.cli.agent", "send", "--dest",
-             topo.hosts[f.dst].ip, "--job", str(f.job_id), "--iteration-ms",
-             str(job.iteration_ms * slowdown), "--phases", json.dumps(phases), "--shift-ms",
-             str(shifts[f.job] * slowdown), "--epoch", f"{epoch:.6f}", "--iterations",
-             str(iterations), "--out", str(tx_out), "--window-ms",
-             str(WINDOW_S * 1000 * slowdown),
-             *(["--grid-ms", str(grid[f.job] * slowdown), "--budget-pct",
-                str(DEFAULT_CHECK.realign_budget_pct)] if agents else ["--no-realign"])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
-            tx_out))
+    senders = _start_senders(net, topo, arm)
     for f, proc, _ in senders:
         _, err = proc.communicate(timeout=duration + 60)
         if proc.returncode != 0:
@@ -252,15 +283,76 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
                                f"{err.decode(errors='replace')[-500:]}")
     time.sleep(0.3)
     marks = _marks(ctl) - marks_before
-    ids = {f.job_id: f.job for f in flows}
-    ce: dict[str, int] = dict.fromkeys(ids.values(), 0)
+    ids = {f.job_id: f.job for f in arm.flows}
+    got, ce = _received(ids, [rx_out for _, rx_out in receivers.values()])
+    sent, times, realigned, unacked = _sent(arm, ids, senders)
+    return RunResult(arm.label, {j: list(h) for j, h in arm.plan.placement.items()},
+                     arm.shifts, ce, got, sent, marks, times, realigned, unacked)
+
+
+def _start_receivers(net: Any, arm: _Arm) -> dict[str, tuple[Any, Path]]:
+    """A receiving agent on every flow's destination: its process and the file it writes."""
+    receivers = {}
+    for dst in sorted({f.dst for f in arm.flows}):
+        rx_out = arm.logs / f"rx-{arm.tag}-{dst}.json"
+        receivers[dst] = (net.host(dst).popen(
+            [sys.executable, "-m", "innet.cli.agent", "receive", "--duration",
+             f"{arm.duration_s:.2f}", "--idle", f"{arm.idle_s:.2f}", "--out", str(rx_out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE), rx_out)
+    return receivers
+
+
+def _start_senders(net: Any, topo: Topology, arm: _Arm) -> list[tuple[Flow, Any, Path]]:
+    """A sending agent per flow, all on one epoch: the flow, its process and its file.
+    Shifted arms run CASSINI's agents (re-aligning on the grid of their interleaving),
+    the base's do not re-align."""
+    from innet.cassini.placement.scheduler import DEFAULT_CHECK
+    from innet.cassini.sim.fluid import realign_grid
+    from innet.emulation.agent import WINDOW_S
+
+    plan, slowdown = arm.plan, arm.options.slowdown
+    agents = any(v != 0 for v in arm.shifts.values())
+    grid = realign_grid(plan.jobs, plan.traffic)
+    epoch = time.time() + 2.5  # every sender is up and waiting by then
+    senders = []
+    for i, f in enumerate(arm.flows):
+        job = plan.job(f.job)
+        phases = [{"start_ms": p.start_ms * slowdown, "duration_ms": p.duration_ms * slowdown,
+                   "pps": p.gbps * arm.scale / slowdown} for p in job.phases]
+        tx_out = arm.logs / f"tx-{arm.tag}-{f.job}-{i}.json"
+        senders.append((f, net.host(f.src).popen(
+            [sys.executable, "-m", "innet.cli.agent", "send", "--dest",
+             topo.hosts[f.dst].ip, "--job", str(f.job_id), "--iteration-ms",
+             str(job.iteration_ms * slowdown), "--phases", json.dumps(phases), "--shift-ms",
+             str(arm.shifts[f.job] * slowdown), "--epoch", f"{epoch:.6f}", "--iterations",
+             str(arm.options.iterations), "--out", str(tx_out), "--window-ms",
+             str(WINDOW_S * 1000 * slowdown),
+             *(["--grid-ms", str(grid[f.job] * slowdown), "--budget-pct",
+                str(DEFAULT_CHECK.realign_budget_pct)] if agents else ["--no-realign"])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE),
+            tx_out))
+    return senders
+
+
+def _received(ids: dict[int, str], files: list[Path]) -> tuple[dict[str, int], dict[str, int]]:
+    """Packets and CE marks per job, from every receiver's file."""
     got: dict[str, int] = dict.fromkeys(ids.values(), 0)
-    for _, rx_out in receivers.values():
+    ce: dict[str, int] = dict.fromkeys(ids.values(), 0)
+    for rx_out in files:
         data = json.loads(rx_out.read_text())
         for jid, n in data["packets"].items():
             got[ids[int(jid)]] += n
         for jid, n in data["ce"].items():
             ce[ids[int(jid)]] += n
+    return got, ce
+
+
+def _sent(arm: _Arm, ids: dict[int, str], senders: list[tuple[Flow, Any, Path]]
+          ) -> tuple[dict[str, int], dict[str, list[float]], dict[str, int], int]:
+    """Per job, from every sender's file: packets sent, iteration times on the jobs' clock
+    (a job's iteration ends when its slowest flow has delivered) and re-alignments; and
+    the iterations whose acknowledgement never came."""
     sent: dict[str, int] = dict.fromkeys(ids.values(), 0)
     times: dict[str, list[float]] = {j: [] for j in ids.values()}
     realigned: dict[str, int] = dict.fromkeys(ids.values(), 0)
@@ -270,14 +362,12 @@ def _one_run(net: Any, topo: Topology, plan: Any, flows: list[Flow], shifts: dic
         sent[f.job] += sum(r["sent"] for r in data["iterations"])
         unacked += sum(not r["acked"] for r in data["iterations"])
         realigned[f.job] += data["realigned"]
-        # a job's iteration ends when its slowest flow has delivered
-        per_iter = [r["iteration_ms"] / slowdown for r in data["iterations"]]
+        per_iter = [r["iteration_ms"] / arm.options.slowdown for r in data["iterations"]]
         if not times[f.job]:
             times[f.job] = per_iter
         else:
             times[f.job] = [max(a, b) for a, b in zip(times[f.job], per_iter, strict=False)]
-    return RunResult(label, {j: list(h) for j, h in plan.placement.items()}, shifts, ce, got,
-                     sent, marks, times, realigned, unacked)
+    return sent, times, realigned, unacked
 
 
 _COLORS = {"base": "tab:gray", "base+shifts": "tab:orange", "cassini": "tab:blue"}
@@ -285,7 +375,11 @@ _COLORS = {"base": "tab:gray", "base+shifts": "tab:orange", "cassini": "tab:blue
 
 def _report(out: Path, experiment: CassiniExperiment) -> None:
     """cassini.png (marks per arm, CDF of iteration times) and summary.md."""
-    result, runs = experiment.to_dict(), experiment.runs
+    _plot(out / "cassini.png", experiment.runs)
+    (out / "summary.md").write_text("\n".join(_summary(experiment)) + "\n")
+
+
+def _plot(path: Path, runs: tuple[RunResult, ...]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -307,8 +401,13 @@ def _report(out: Path, experiment: CassiniExperiment) -> None:
     axes[1].set_title("iteration times (all jobs)", fontsize=10)
     axes[1].legend()
     fig.tight_layout()
-    fig.savefig(out / "cassini.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _summary(experiment: CassiniExperiment) -> list[str]:
+    """summary.md: the plans, the settings, a row per arm and CASSINI against the base."""
+    result, runs = experiment.to_dict(), experiment.runs
     lines = ["# CASSINI on BMv2", ""]
     for mode, plan in result["plans"].items():
         shifts = {k: round(v, 1) for k, v in plan["shifts_ms"].items() if v}
@@ -344,4 +443,4 @@ def _report(out: Path, experiment: CassiniExperiment) -> None:
               "receiver's acknowledgement of each iteration's last packet (resent every 50 ms, "
               "for at most max(1 s, 2 T)); an iteration whose acknowledgement is lost ends at "
               "that limit.", "", "![cassini](cassini.png)"]
-    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    return lines

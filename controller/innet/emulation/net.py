@@ -230,7 +230,7 @@ def _wait_for_carrier(net: Any, seconds: float = 10.0) -> None:
                              f"{', '.join(waiting[:8])}")
 
 
-def _own_leftovers(topology: Topology) -> list[str]:
+def own_leftovers(topology: Topology) -> list[str]:
     """Interfaces named after our nodes (Mininet's 'node-ethN' veths, bridges) still present."""
     names = set(topology.switches) | set(topology.hosts)
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
@@ -285,7 +285,7 @@ def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True)
                     with contextlib.suppress(OSError):
                         os.killpg(shell.pid, signal.SIGKILL)
                     removed.append(f"shell of {node.name}")
-        for ifname in _own_leftovers(topology):
+        for ifname in own_leftovers(topology):
             subprocess.run(["ip", "link", "del", ifname], capture_output=True)
             removed.append(ifname)
     finally:
@@ -314,7 +314,7 @@ def running_network(
         why = require_bmv2()
         if why:
             raise EmulationError(f"cannot start BMv2 switches: {why}")
-    leftovers = _own_leftovers(topology)
+    leftovers = own_leftovers(topology)
     if leftovers:
         raise EmulationError(
             f"interfaces of an earlier run are still there ({', '.join(leftovers[:5])}); "

@@ -107,36 +107,8 @@ class Tree:
     ) -> Tree:
         """Validate nodes given by index (parent -1 marks the root) and order them by BFS."""
         n = len(ids)
-        if not (len(parent) == len(rate) == len(load) == n):
-            raise InputError("ids, parent, rate and load must have the same length", source=source)
-        roots = [i for i in range(n) if parent[i] == -1]
-        if not roots:
-            raise InputError("no root: every node has a parent", source=source)
-        if len(roots) > 1:
-            names = ", ".join(repr(ids[i]) for i in roots)
-            raise InputError(f"several roots: {names} have no parent", source=source)
-        total = 0
-        for i in range(n):
-            _check_rate(ids[i], rate[i], source, is_root=parent[i] == -1)
-            total += _check_load(ids[i], load[i], source)
-        if total > MAX_TOTAL_LOAD:
-            raise InputError(f"the loads total {total} messages; at most 2^53 = "
-                             f"{MAX_TOTAL_LOAD} can be counted exactly", source=source)
-        children: list[list[int]] = [[] for _ in range(n)]
-        for i, p in enumerate(parent):
-            if p != -1:
-                children[p].append(i)
-        order = [roots[0]]
-        for v in order:
-            order.extend(children[v])
-        if len(order) < n:
-            reached = set(order)
-            stuck = next(i for i in range(n) if i not in reached)
-            raise InputError(
-                f"node {quote(ids[stuck])}: cycle in its parent chain "
-                f"({_cycle_text(stuck, parent, ids)})",
-                source=source,
-            )
+        root = _check_nodes(ids, parent, rate, load, source)
+        order, children = _bfs_order(root, parent, ids, source)
         new_of_old = {old: new for new, old in enumerate(order)}
         new_ids = tuple(ids[old] for old in order)
         new_parent = np.array(
@@ -146,20 +118,7 @@ class Tree:
         new_rate = np.array([float(rate[old]) for old in order], dtype=np.float64)
         new_load = np.array([int(load[old]) for old in order], dtype=np.int64)
         index = {name: i for i, name in enumerate(new_ids)}
-        avail = np.zeros(n, dtype=bool)
-        if available is None:
-            avail[1:] = True
-        else:
-            for name in available:
-                if not isinstance(name, str) or name not in index:
-                    raise InputError(f"available: unknown node {quote(name)}", source=source)
-                if index[name] == 0:
-                    raise InputError(
-                        f"available: {quote(name)} is the root (the destination), which receives "
-                        "the result and cannot aggregate on its way",
-                        source=source,
-                    )
-                avail[index[name]] = True
+        avail = _available_mask(available, index, n, source)
         new_children = tuple(
             tuple(sorted(new_of_old[c] for c in children[old])) for old in order
         )
@@ -167,6 +126,73 @@ class Tree:
         for v in range(1, n):
             depth[v] = depth[new_parent[v]] + 1
         return Tree(new_ids, new_parent, new_rate, new_load, avail, new_children, depth, index)
+
+
+def _check_nodes(ids: Sequence[str], parent: Sequence[int], rate: Sequence[float],
+                 load: Sequence[Any], source: str | None) -> int:
+    """The root's index, once the lists agree, there is one root and every rate and load
+    is one the costs can hold exactly (an InputError naming the first that is not)."""
+    n = len(ids)
+    if not (len(parent) == len(rate) == len(load) == n):
+        raise InputError("ids, parent, rate and load must have the same length", source=source)
+    roots = [i for i in range(n) if parent[i] == -1]
+    if not roots:
+        raise InputError("no root: every node has a parent", source=source)
+    if len(roots) > 1:
+        names = ", ".join(repr(ids[i]) for i in roots)
+        raise InputError(f"several roots: {names} have no parent", source=source)
+    total = 0
+    for i in range(n):
+        _check_rate(ids[i], rate[i], source, is_root=parent[i] == -1)
+        total += _check_load(ids[i], load[i], source)
+    if total > MAX_TOTAL_LOAD:
+        raise InputError(f"the loads total {total} messages; at most 2^53 = "
+                         f"{MAX_TOTAL_LOAD} can be counted exactly", source=source)
+    return roots[0]
+
+
+def _bfs_order(root: int, parent: Sequence[int], ids: Sequence[str], source: str | None
+               ) -> tuple[list[int], list[list[int]]]:
+    """The nodes in breadth-first order from the root, and each node's children (by the
+    given indices); a node the root does not reach sits on a cycle, named in the error."""
+    n = len(parent)
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i, p in enumerate(parent):
+        if p != -1:
+            children[p].append(i)
+    order = [root]
+    for v in order:
+        order.extend(children[v])
+    if len(order) < n:
+        reached = set(order)
+        stuck = next(i for i in range(n) if i not in reached)
+        raise InputError(
+            f"node {quote(ids[stuck])}: cycle in its parent chain "
+            f"({_cycle_text(stuck, parent, ids)})",
+            source=source,
+        )
+    return order, children
+
+
+def _available_mask(available: Iterable[str] | None, index: Mapping[str, int], n: int,
+                    source: str | None) -> npt.NDArray[np.bool_]:
+    """Which of the `n` nodes (in BFS order) may aggregate: all but the root when none are
+    named."""
+    avail = np.zeros(n, dtype=bool)
+    if available is None:
+        avail[1:] = True
+        return avail
+    for name in available:
+        if not isinstance(name, str) or name not in index:
+            raise InputError(f"available: unknown node {quote(name)}", source=source)
+        if index[name] == 0:
+            raise InputError(
+                f"available: {quote(name)} is the root (the destination), which receives "
+                "the result and cannot aggregate on its way",
+                source=source,
+            )
+        avail[index[name]] = True
+    return avail
 
 
 # Why these bounds: message counts are int64 and the costs float64. Loads whose total stays
@@ -223,6 +249,19 @@ def _cycle_text(start: int, parent: Sequence[int], ids: Sequence[str]) -> str:
 
 def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
     """Read the instance JSON format of the spec (root, nodes, optional available)."""
+    root, nodes = _instance_fields(data, source)
+    ids, position, raw_parent, rate, load = _read_nodes(nodes, source)
+    if root not in position:
+        raise InputError(f"root {quote(root)} is not among the nodes", source=source)
+    parent = _parent_indices(root, ids, raw_parent, position, source)
+    available = data.get("available")
+    if available is not None and not isinstance(available, list):
+        raise InputError("available must be a list of node ids", source=source)
+    return Tree.build(ids, parent, rate, load, available, source=source)
+
+
+def _instance_fields(data: Any, source: str | None) -> tuple[str, list[Any]]:
+    """The instance's root and nodes, once its fields are the format's."""
     if not isinstance(data, dict):
         raise InputError("an instance must be a JSON object with 'root' and 'nodes'", source=source)
     for key in ("root", "nodes"):
@@ -237,6 +276,13 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
         raise InputError(f"root must be a node id (string), got {quote(root)}", source=source)
     if not isinstance(nodes, list) or not nodes:
         raise InputError("nodes must be a non-empty list", source=source)
+    return root, nodes
+
+
+def _read_nodes(nodes: list[Any], source: str | None
+                ) -> tuple[list[str], dict[str, int], list[str | None], list[Any], list[Any]]:
+    """Each node's id, position, parent's id, rate and load, in the file's order (rates
+    and loads checked later, by `Tree.build`)."""
     ids: list[str] = []
     position: dict[str, int] = {}  # id -> position: the duplicate check must not scan a list
     raw_parent: list[str | None] = []
@@ -262,8 +308,13 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
         raw_parent.append(par)
         rate.append(node.get("rate", 1.0))
         load.append(node.get("load", 0))
-    if root not in position:
-        raise InputError(f"root {quote(root)} is not among the nodes", source=source)
+    return ids, position, raw_parent, rate, load
+
+
+def _parent_indices(root: str, ids: list[str], raw_parent: list[str | None],
+                    position: dict[str, int], source: str | None) -> list[int]:
+    """Each node's parent as a position (-1 for the root), the root being the only node
+    without one."""
     parent: list[int] = []
     for name, par in zip(ids, raw_parent, strict=True):
         if name == root:
@@ -284,10 +335,7 @@ def tree_from_dict(data: Any, *, source: str | None = None) -> Tree:
                              source=source)
         else:
             parent.append(position[par])
-    available = data.get("available")
-    if available is not None and not isinstance(available, list):
-        raise InputError("available must be a list of node ids", source=source)
-    return Tree.build(ids, parent, rate, load, available, source=source)
+    return parent
 
 
 def load_tree(path: str | Path) -> Tree:
