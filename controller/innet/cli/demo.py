@@ -68,6 +68,51 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
+    out: Path = args.out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    done = [*_soar_sections(out, args.quick), *_cassini_fluid_section(out, args.quick)]
+    skipped: list[str] = []
+    _section("Emulation: BMv2 switches in Mininet")
+    from innet.emulation.net import require_bmv2, require_mininet
+
+    why = None if not args.skip_emulation else "--skip-emulation"
+    why = why or require_mininet() or require_bmv2()
+    if why:
+        skipped.append(f"the BMv2 experiments (innet run aggregation / cassini): {why}")
+        print(f"skipped: {why}")
+    else:
+        done += _emulation_section(out, args.quick)
+    _done_section(done, skipped)
+    return out, done, skipped
+
+
+def _soar_sections(out: Path, quick: bool) -> list[str]:
+    """SOAR against every strategy on bt15 and BT(256), then the paper's fig6."""
+    from innet.emulation.aggregation import default_workload
+    from innet.plan.intent import aggregation_tree
+    from innet.soar.baselines import compare_text
+    from innet.soar.experiments import run_experiment
+    from innet.soar.generate import binary_tree
+    from innet.topology import load_topology
+
+    _section("SOAR: where to aggregate (model)")
+    topo = load_topology(_shipped(TOPOLOGIES / "bt15.json"))
+    tree, _ = aggregation_tree(topo, default_workload(topo))
+    for label, t, k in (("bt15 (16 workers to h0)", tree, 4),
+                        ("BT(256), uniform loads, linear rates", binary_tree(256,
+                         rates="linear"), 16)):
+        print(f"{label}, k = {k}:")
+        print(compare_text(t, k)[1])
+    _section("SOAR: fig6 of the paper" + (" (quick)" if quick else ""))
+    res = run_experiment("fig6", out / "soar-fig6", quick=quick)
+    print(f"{len(res['points'])} points in {res['seconds']:.1f} s: {out / 'soar-fig6'}")
+    print((out / "soar-fig6" / "summary.md").read_text().split("Against the paper")[0].strip())
+    return ["SOAR comparison", f"SOAR fig6 -> {out / 'soar-fig6'}"]
+
+
+def _cassini_fluid_section(out: Path, quick: bool) -> list[str]:
+    """CASSINI's fluid evaluation of the VGG19 pair on one link and of 13 jobs placed on the
+    24-server leaf-spine, each with its report in a folder of its own."""
     from innet.cassini.experiments.evaluation import (
         evaluate_cluster,
         evaluate_link,
@@ -80,42 +125,12 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
     from innet.cassini.placement.scheduler import PlannerSettings
     from innet.cassini.sim.engine import FluidEngine
     from innet.cassini.sim.fluid import FluidConfig
-    from innet.emulation.net import require_bmv2, require_mininet
-    from innet.soar.baselines import compare_text
-    from innet.soar.experiments import run_experiment
-    from innet.soar.generate import binary_tree
-    from innet.table import format_table
-
-    out: Path = args.out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
-    bt15 = _shipped(TOPOLOGIES / "bt15.json")
-    leafspine = _shipped(TOPOLOGIES / "leafspine24.json")
-    done: list[str] = []
-    skipped: list[str] = []
-
-    _section("SOAR: where to aggregate (model)")
-    from innet.emulation.aggregation import default_workload
-    from innet.plan.intent import aggregation_tree
     from innet.topology import load_topology
 
-    topo = load_topology(bt15)
-    tree, _ = aggregation_tree(topo, default_workload(topo))
-    for label, t, k in (("bt15 (16 workers to h0)", tree, 4),
-                        ("BT(256), uniform loads, linear rates", binary_tree(256,
-                         rates="linear"), 16)):
-        print(f"{label}, k = {k}:")
-        print(compare_text(t, k)[1])
-    done.append("SOAR comparison")
-
-    _section("SOAR: fig6 of the paper" + (" (quick)" if args.quick else ""))
-    res = run_experiment("fig6", out / "soar-fig6", quick=args.quick)
-    print(f"{len(res['points'])} points in {res['seconds']:.1f} s: {out / 'soar-fig6'}")
-    print((out / "soar-fig6" / "summary.md").read_text().split("Against the paper")[0].strip())
-    done.append(f"SOAR fig6 -> {out / 'soar-fig6'}")
-
     _section("CASSINI: fluid evaluation (model)")
-    config = FluidConfig(iterations=30 if args.quick else 100)
+    config = FluidConfig(iterations=30 if quick else 100)
     config.check()
+    done = []
     for name, jobs_file in (("vgg19-pair", "jobs-vgg19-pair.json"), ("13-jobs", "jobs-13.json")):
         folder = out / f"cassini-{name}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -124,7 +139,8 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
             ev = evaluate_link(jobs, 50.0, EvaluationSettings(
                 PlannerSettings(precision_deg=DEFAULT_PRECISION_DEG), FluidEngine(), config))
         else:  # 13 jobs placed on the 24-server leaf-spine
-            ev = evaluate_cluster(load_topology(leafspine), jobs, EvaluationSettings(
+            leafspine = load_topology(_shipped(TOPOLOGIES / "leafspine24.json"))
+            ev = evaluate_cluster(leafspine, jobs, EvaluationSettings(
                 PlannerSettings(candidates=20, checked=20, precision_deg=DEFAULT_PRECISION_DEG),
                 FluidEngine(), config))
         print(f"{name} ({jobs_file} on {ev.where}):")
@@ -133,36 +149,36 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
                                  f"{jobs_file} on {ev.where}"):
             print(f"wrote {path}")
         done.append(f"CASSINI fluid {name} -> {folder}")
+    return done
 
-    _section("Emulation: BMv2 switches in Mininet")
-    why = None if not args.skip_emulation else "--skip-emulation"
-    why = why or require_mininet() or require_bmv2()
-    if why:
-        skipped.append(f"the BMv2 experiments (innet run aggregation / cassini): {why}")
-        print(f"skipped: {why}")
-    else:
-        from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
-        from innet.emulation.cassini_run import CassiniRunOptions, run_cassini
 
-        results = run_aggregation(AggregationRunOptions(
-            bt15, strategies=("soar", "top", "max", "all-red"), k=4,
-            values=1024 if args.quick else 8192), out / "run-aggregation")
-        # BMv2 drops a packet now and then under load; the protocol retransmits it, and the
-        # switches count it apart: measured == phi, the overhead beside it
-        print(format_table(["strategy", "predicted phi", "measured", "with overhead",
-                            "retransmissions", "sums exact"],
-                           [[r.strategy, r.predicted_cost, r.measured_cost, r.total_cost,
-                             r.retransmissions, "yes" if r.sums_exact else "NO"]
-                            for r in results], digits=4))
-        done.append(f"innet run aggregation -> {out / 'run-aggregation'}")
-        res2 = run_cassini(CassiniRunOptions(
-            leafspine, _shipped(EXAMPLES / "jobs-4-leafspine.json"),
-            iterations=15 if args.quick else 30), out / "run-cassini")
-        for r in res2.runs:
-            print(f"{r.label}: {r.ce_total} CE marks at the receivers, iterations mean "
-                  f"{r.mean_ms:.0f} ms, p99 {r.p99_ms:.0f} ms")
-        done.append(f"innet run cassini -> {out / 'run-cassini'}")
+def _emulation_section(out: Path, quick: bool) -> list[str]:
+    """Both experiments on BMv2 in Mininet: SOAR's plans measured, CASSINI's three arms."""
+    from innet.emulation.aggregation import AggregationRunOptions, run_aggregation
+    from innet.emulation.cassini_run import CassiniRunOptions, run_cassini
+    from innet.table import format_table
 
+    results = run_aggregation(AggregationRunOptions(
+        _shipped(TOPOLOGIES / "bt15.json"), strategies=("soar", "top", "max", "all-red"), k=4,
+        values=1024 if quick else 8192), out / "run-aggregation")
+    # BMv2 drops a packet now and then under load; the protocol retransmits it, and the
+    # switches count it apart: measured == phi, the overhead beside it
+    print(format_table(["strategy", "predicted phi", "measured", "with overhead",
+                        "retransmissions", "sums exact"],
+                       [[r.strategy, r.predicted_cost, r.measured_cost, r.total_cost,
+                         r.retransmissions, "yes" if r.sums_exact else "NO"]
+                        for r in results], digits=4))
+    res2 = run_cassini(CassiniRunOptions(
+        _shipped(TOPOLOGIES / "leafspine24.json"), _shipped(EXAMPLES / "jobs-4-leafspine.json"),
+        iterations=15 if quick else 30), out / "run-cassini")
+    for r in res2.runs:
+        print(f"{r.label}: {r.ce_total} CE marks at the receivers, iterations mean "
+              f"{r.mean_ms:.0f} ms, p99 {r.p99_ms:.0f} ms")
+    return [f"innet run aggregation -> {out / 'run-aggregation'}",
+            f"innet run cassini -> {out / 'run-cassini'}"]
+
+
+def _done_section(done: list[str], skipped: list[str]) -> None:
     _section("Done")
     for line in done:
         print(f"  ran: {line}")
@@ -173,4 +189,3 @@ def _run_demo(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
               "amd64.tar.xz ./setup.sh (Debian 12), ./setup.sh (Ubuntu, with the p4lang apt "
               "packages) or the Vagrantfile's VM (vagrant up); `innet doctor` lists what is "
               "missing and the command for each part.")
-    return out, done, skipped
