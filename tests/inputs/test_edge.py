@@ -605,7 +605,7 @@ def test_demo_json_keeps_progress_off_stdout(tmp_path: Path,
 
 def test_run_json_is_one_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`innet run ... --json` shapes the experiments' results (which need BMv2 and root and
-    are run by test_emulation_bmv2.py) into one strict document."""
+    are run by tests/emulation/test_experiments_on_bmv2.py) into one strict document."""
     from innet.cli import run as emulation_cli
     from innet.emulation import aggregation, cassini_run
 

@@ -17,7 +17,7 @@ from innet.cassini.placement.scheduler import PlannerSettings, Schedule, plan_cl
 from innet.errors import InputError
 from innet.topology import Topology, load_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 
 

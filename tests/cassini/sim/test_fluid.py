@@ -14,7 +14,7 @@ from innet.cassini.sim.steady import check_bound, run_bound, simulate, single_li
 from innet.errors import InputError
 from innet.topology import load_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHORT = FluidConfig(iterations=20)
 
 

@@ -14,7 +14,7 @@ from innet.cassini.sim.engine import FluidEngine
 from innet.cassini.sim.fluid import FluidConfig
 from innet.topology import load_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUICK = FluidConfig(iterations=6, realign_pct=5.0, realign_budget_pct=10.0)
 _EVALUATION = EvaluationSettings(PlannerSettings(candidates=4, checked=2, seed=7, config=QUICK),
                                  FluidEngine(), QUICK)

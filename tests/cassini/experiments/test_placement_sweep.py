@@ -19,7 +19,7 @@ from innet.cassini.sim.steady import simulate, simulate_parts
 from innet.cli import main
 from innet.topology import load_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 THIRTEEN = ROOT / "examples" / "jobs-13.json"
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 QUICK = FluidConfig(iterations=15, realign_pct=5.0, realign_budget_pct=10.0)

@@ -34,7 +34,7 @@ from innet.cli import main
 from innet.errors import InputError
 from innet.topology import load_topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
 CONFIG = FluidConfig(iterations=10, realign_pct=5.0, realign_budget_pct=10.0)
 FLUID = FluidEngine()

@@ -37,7 +37,7 @@ from innet.routing import host_path, next_hops
 from innet.topogen import fat_tree_topology
 from innet.topology import load_topology, topology_from_dict
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PAIR = ROOT / "examples" / "jobs-vgg19-pair.json"  # two VGG19: 240 ms, Up 150-240 ms at 44 Gbps
 FOUR = ROOT / "examples" / "jobs-4-leafspine.json"
 LEAFSPINE = ROOT / "topologies" / "leafspine24.json"

@@ -19,7 +19,7 @@ from innet.cassini.model.profiles import (
 )
 from innet.errors import InputError
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PAPER_MODELS = ["VGG11", "VGG16", "VGG19", "ResNet50", "WideResNet101", "BERT", "RoBERTa",
                 "XLM", "CamemBERT", "GPT-1", "GPT-2", "GPT-3", "DLRM"]
 
