@@ -11,7 +11,7 @@
 //
 // Usage: cassini-sim CONFIG.json RESULT.json
 //
-// The config (written by innet.cassini.ns3engine, which documents every field) gives the
+// The config (written by innet.cassini.sim.ns3, which documents every field) gives the
 // nodes, the point-to-point links (rates already scaled, delays), each switch's next hop per
 // destination host (innet.routing's, so the links the plan believes jobs share are the ones
 // they share), the queue settings, and the jobs: their ring flows, shift, and the segments of
@@ -228,7 +228,7 @@ BeginIteration(Job* job)
     StartSegment(job);
 }
 
-// ---- version 2: traces (innet.cassini.tracesim documents the same rules for the fluid model)
+// ---- version 2: traces (innet.cassini.sim.trace documents the same rules for the fluid model)
 
 double
 CurrentShift(const Job* job, double t)

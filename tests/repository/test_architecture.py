@@ -11,9 +11,17 @@ PACKAGE = ROOT / "controller" / "innet"
 
 
 def package_modules(package: Path = PACKAGE) -> set[str]:
-    """Dotted names of the package's modules (files; `__init__` and `__main__` left out)."""
-    return {".".join(("innet", *p.relative_to(package).with_suffix("").parts))
-            for p in package.rglob("*.py") if p.stem not in ("__init__", "__main__")}
+    """Dotted names of the package's modules: its files (`__init__` and `__main__` left out),
+    and a sub-package whose `__init__` is all it has (`innet.shipped`)."""
+    names = set()
+    for p in package.rglob("*.py"):
+        parts = p.relative_to(package).with_suffix("").parts
+        if p.stem not in ("__init__", "__main__"):
+            names.add(".".join(("innet", *parts)))
+        elif p.stem == "__init__" and len(parts) > 1 and not any(
+                q != p for q in p.parent.rglob("*.py")):
+            names.add(".".join(("innet", *parts[:-1])))
+    return names
 
 
 def documented_modules(text: str) -> list[str]:
@@ -37,7 +45,9 @@ def test_the_module_list_is_read_from_the_modules_section(tmp_path: Path) -> Non
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.py").write_text("")
     (tmp_path / "sub" / "__init__.py").write_text("")
-    assert package_modules(tmp_path) == {"innet.a", "innet.sub.b"}
+    (tmp_path / "only").mkdir()
+    (tmp_path / "only" / "__init__.py").write_text("")
+    assert package_modules(tmp_path) == {"innet.a", "innet.sub.b", "innet.only"}
     doc = ("# x\n`innet.not_here` in prose\n## Modules\n| module | owns |\n|---|---|\n"
            "| `innet.a` | this, see `innet.c` |\n| `innet.sub.b` | that |\n## Next\n"
            "| `innet.d` | elsewhere |\n")
