@@ -49,6 +49,7 @@ from innet.cassini.placement.scheduler import (
 from innet.cassini.sim.engine import ENGINES, Engine, make_engine
 from innet.cassini.sim.fluid import FluidConfig
 from innet.cli.argtypes import SEED, float_in, int_in, positive_float
+from innet.cli.options import add_force, add_json, add_seed
 from innet.cli.outpaths import output_dir, output_file
 from innet.errors import InputError, one_line, quote
 from innet.jsonout import dumps, print_json
@@ -168,11 +169,9 @@ def _register_link(sub: Any) -> None:
     link.add_argument("--capacity", type=_positive, required=True, metavar="GBPS",
                       help="the link's capacity in Gbps (e.g. 50)")
     _geometry_args(link)
-    link.add_argument("--force", action="store_true",
-                      help="search even when the estimate is past 20 s or the memory "
+    add_force(link, "search even when the estimate is past 20 s or the memory "
                            "available (see docs/inputs.md)")
-    link.add_argument("--json", action="store_true",
-                      help='print {"score", "shifts_ms": {job: ms}, "period_ms"}')
+    add_json(link, 'print {"score", "shifts_ms": {job: ms}, "period_ms"}')
     link.set_defaults(func=cmd_link)
 
 
@@ -188,8 +187,7 @@ def _register_plan(sub: Any) -> None:
                     "Jobs spanning\nhosts run a ring all-reduce over shortest paths.\n\n"
                     + SCORE_HELP + "\n\n" + JOBS_FORMAT)
     _cluster_args(plan, required=True)
-    plan.add_argument("--json", action="store_true",
-                      help="print the plan: placement, shifts_ms, shared_links, routes, ...")
+    add_json(plan, "print the plan: placement, shifts_ms, shared_links, routes, ...")
     plan.set_defaults(func=cmd_plan)
 
 
@@ -238,16 +236,14 @@ def _register_evaluate(sub: Any) -> None:
                     metavar="PCT",
                     help="the agents never wait more than PCT%% of the iteration to re-align "
                          "(default 10)")
-    ev.add_argument("--force", action="store_true",
-                    help="run even when the fluid model's bound is past 2 million steps "
+    add_force(ev, "run even when the fluid model's bound is past 2 million steps "
                          "(about 20 s here); a run past 28 simulated hours is refused anyway")
     ev.add_argument("--candidates", type=_count, default=20,
                     help="candidate placements (with --topology; default 20)")
     _engine_args(ev)
     _checked_arg(ev)
     _geometry_args(ev)
-    ev.add_argument("--json", action="store_true",
-                    help='print the figures: {"unit", "runs": [{"label", "score", "mean", '
+    add_json(ev, 'print the figures: {"unit", "runs": [{"label", "score", "mean", '
                          '"p99", "marks", "realignments", "jobs"}], "gain": {"mean", "p99", '
                          '"marks_ratio" (null when CASSINI leaves no marks but the base has '
                          'some)}, "plots", ...}')
@@ -283,15 +279,13 @@ def _register_sweep(sub: Any) -> None:
                     help="directory for sweep.json, sweep.txt and sweep-cdf.png "
                          "(default runs/cassini-sweep-DATE)")
     _engine_args(sw)
-    sw.add_argument("--force", action="store_true",
-                    help="run even when a run's estimate is past the machine's patience")
+    add_force(sw, "run even when a run's estimate is past the machine's patience")
     sw.add_argument("--workers", type=int_in(1, 256), default=None,
                     help="draws run in this many processes (default: one per CPU)")
     sw.add_argument("--dask", metavar="tcp://HOST:PORT",
                     help="run the draws on this Dask scheduler instead (same numbers; "
                          "default: local processes)")
-    sw.add_argument("--json", action="store_true",
-                    help='print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
+    add_json(sw, 'print one JSON object: {"draws": [{"base": {"mean_ms", "p99_ms", '
                          '"marks", ...}, "cassini": {...}, ...}], "summary": {...}}')
     sw.set_defaults(func=cmd_sweep)
 
@@ -310,8 +304,7 @@ def _register_trace(sub: Any) -> None:
     tr.add_argument("--index", type=int_in(0, 1_000_000), default=0,
                     help="which draw of that seed (a sweep's draw i is index i; default 0)")
     _trace_args(tr)
-    tr.add_argument("--json", action="store_true",
-                    help='print {"wrote", "trace", "jobs", "gpus"}')
+    add_json(tr, 'print {"wrote", "trace", "jobs", "gpus"}')
     tr.set_defaults(func=cmd_trace)
 
 
@@ -336,11 +329,9 @@ def _register_profile(sub: Any) -> None:
                       help="longest iteration time to consider (default: half the capture)")
     prof.add_argument("-o", "--output", type=output_file(), metavar="JOBS.json",
                       help="write a jobs file (default: write nothing)")
-    prof.add_argument("--force", action="store_true",
-                      help="search even when the estimate is past 20 s or the memory "
+    add_force(prof, "search even when the estimate is past 20 s or the memory "
                            "available (see docs/inputs.md)")
-    prof.add_argument("--json", action="store_true",
-                      help='print {"period_ms", "confidence", "iterations", "packets", '
+    add_json(prof, 'print {"period_ms", "confidence", "iterations", "packets", '
                            '"bytes", "bin_ms", "job"}')
     prof.set_defaults(func=cmd_profile)
 
@@ -349,8 +340,7 @@ def _register_zoo(sub: Any) -> None:
     zoo = sub.add_parser("zoo", help="the shipped model profiles (illustrative)",
                           description="The 13 models of the paper with illustrative profiles "
                                       "and the assumptions behind them.")
-    zoo.add_argument("--json", action="store_true",
-                     help='print {"assumptions", "models": {name: {"iteration_ms", "gpus", '
+    add_json(zoo, 'print {"assumptions", "models": {name: {"iteration_ms", "gpus", '
                           '"parallelism", "phases"}}}')
     zoo.set_defaults(func=cmd_zoo)
 
@@ -389,8 +379,7 @@ def _geometry_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision-deg", type=_precision, default=DEFAULT_PRECISION_DEG,
                    metavar="D", help="angle step of the shift search, in degrees of the "
                                      "shortest iteration (default 5: 72 steps)")
-    p.add_argument("--seed", type=SEED, default=0,
-                   help="seed of the search's random restarts and of the candidates")
+    add_seed(p, "the search's random restarts and of the candidates")
 
 
 def _cluster_args(p: argparse.ArgumentParser, *, required: bool,

@@ -10,6 +10,7 @@ from typing import Any
 
 from innet.cli.argtypes import SEED, K, float_in, int_in, probability
 from innet.cli.oldflags import renamed
+from innet.cli.options import add_json, add_seed
 from innet.cli.outpaths import output_dir
 from innet.emulation.aggregation import (
     DEFAULT_INFLIGHT,
@@ -101,8 +102,7 @@ def _register_aggregation(rsub: Any) -> None:
     agg.add_argument("--pcap", action="store_true", help="capture every switch port")
     agg.add_argument("--out", type=output_dir, default=None,
                      help="run folder (default runs/aggregation-DATE)")
-    agg.add_argument("--json", action="store_true",
-                     help='print {"run_folder", "ok", "strategies": [{"strategy", "k", "blue", '
+    add_json(agg, 'print {"run_folder", "ok", "strategies": [{"strategy", "k", "blue", '
                           '"rounds", "predicted_cost", "measured_cost", "sums_exact", "writes", '
                           '...}]}')
     agg.set_defaults(func=cmd_aggregation)
@@ -174,12 +174,11 @@ def _register_cassini(rsub: Any) -> None:
                      help="packets (default 100)")
     cas.add_argument("--ecn-threshold", type=int_in(0, 2**19 - 1), default=20,
                      help="queued packets above which ECT packets are marked CE (default 20)")
-    cas.add_argument("--seed", type=SEED, default=0, help="seed of the placement")
+    add_seed(cas, "the placement")
     cas.add_argument("--pcap", action="store_true", help="capture every switch port")
     cas.add_argument("--out", type=output_dir, default=None,
                      help="run folder (default runs/cassini-DATE)")
-    cas.add_argument("--json", action="store_true",
-                     help='print {"run_folder", "runs": [{"label", "ce_received", '
+    add_json(cas, 'print {"run_folder", "runs": [{"label", "ce_received", '
                           '"switch_marks", "iteration_ms", ...}], ...} (results.json\'s '
                           "content)")
     cas.set_defaults(func=cmd_cassini)
