@@ -7,6 +7,7 @@ three parameter-server hosts p1..p3 on s1 and three hosts on each leaf.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import replace
 from typing import Any
@@ -315,6 +316,9 @@ def test_policies_apply_only_their_parts(policy: str) -> None:
         assert math.isclose(adm.phi, plan_job(TOPO, adm.workload, blue=()).plan.cost)
     if "cassini" not in policy:
         assert adm.shift_ms == 0.0
+    data = adm.to_dict()
+    assert json.loads(json.dumps(data, allow_nan=False)) == data
+    assert data["destination"] == adm.destination and data["blue"] == list(adm.blue)
 
 
 def test_base_and_soar_place_the_job_where_the_base_scheduler_does() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS
 from innet.cassini.model.profiles import JOB_NAME, JOB_NAME_RULE, JobProfile
@@ -143,6 +144,16 @@ class Admission:
         """SOAR's cost of the plan: messages per chunk on each uplink over its rate."""
         return self.plan.plan.cost
 
+    def to_dict(self) -> dict[str, Any]:
+        """What `job list --json` will show of the plan (strict JSON: no NaN)."""
+        return {"name": self.name, "job": self.job, "policy": self.policy,
+                "destination": self.destination, "workers": list(self.workers),
+                "blue": list(self.blue), "phi": self.phi, "slot_bases": dict(self.slot_bases),
+                "untracked": list(self.untracked), "shift_ms": self.shift_ms,
+                "shared": [{"link": u.link, "jobs": list(u.jobs),
+                            "capacity_gbps": u.capacity_gbps, "score": u.score}
+                           for u in self.shared]}
+
     def demand(self, topo: Topology) -> Demand:
         return Demand(self.name, unit_profile(self.request.profile, self.request.values),
                       self.shift_ms, link_messages(topo, self.plan))
@@ -155,6 +166,9 @@ class Wait:
     request: JobRequest
     policy: str
     reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.request.name, "policy": self.policy, "why": self.reason}
 
 
 @dataclass(frozen=True, eq=False)
