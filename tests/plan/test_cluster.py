@@ -171,6 +171,9 @@ def test_a_released_job_leaves_room_for_the_next() -> None:
     assert isinstance(cl.admit(state, request("next", ("p2", "a2")), "base", STRICT), cl.Wait)
     adm = admitted(state.without("hog"), request("next", ("p2", "a2")), "base")
     assert adm.slot_bases == {"s1": 0, "s2": 0, "s4": 0}
+    assert adm.job == 2  # not the id of the job that left: its late packets are not ours
+    with pytest.raises(InputError, match="no running job 'gone'"):
+        state.without("gone")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,3 +330,24 @@ def test_base_and_soar_place_the_job_where_the_base_scheduler_does() -> None:
     soar = admitted(state, request("j", workers=2), "soar")
     assert base.hosts == soar.hosts
     assert base.hosts == ("p1", "p2", "p3")  # the tightest rack that holds it whole
+
+
+@pytest.mark.parametrize("policy", ["cassini", "soar+cassini"])
+def test_cassini_moves_the_job_off_a_hot_link_the_base_would_share(policy: str) -> None:
+    """The base's pick (b1..b3 and c1) sends traffic across s2 beside a running job's heavy
+    uplink; CASSINI's is the candidate of best mean score, tried one by one here."""
+    state = cl.ClusterState(TOPO)
+    state = state.with_job(admitted(state, request("first", ("p1", "a1", "a2", "a3"),
+                                                   values=193_536), "base"))
+    settings = cl.ClusterSettings(PlannerSettings(candidates=8, checked=0))
+    req = request("new", workers=3, values=1_500_000)
+    base = cl.admit(state, req, "soar" if "soar" in policy else "base", settings)
+    chosen = cl.admit(state, req, policy, settings)
+    assert isinstance(base, cl.Admission) and isinstance(chosen, cl.Admission)
+    candidates = cl.placements(state, req, cl.free_cluster(state), settings)
+    assert not isinstance(candidates, str) and base.hosts == candidates[0]
+    every = [cl.plan_placement(state, req, hosts, chosen.job, policy, settings)
+             for hosts in candidates]
+    best = max(cl.mean_score(a) for a in every if isinstance(a, cl.Admission))
+    assert cl.mean_score(chosen) == best == 1.0
+    assert cl.mean_score(base) < 0.5 and chosen.hosts != base.hosts

@@ -173,11 +173,14 @@ class Wait:
 
 @dataclass(frozen=True, eq=False)
 class ClusterState:
-    """The running network as the planner sees it: topology, running jobs, pool size."""
+    """The running network as the planner sees it: topology, running jobs, pool size, and
+    the last job id given (ids go up, so a late packet of a job that left is never taken
+    for a new job's)."""
 
     topology: Topology
     running: tuple[Admission, ...] = ()
     pool: int = SLOTS
+    last_job: int = 0
 
     def busy_hosts(self) -> dict[str, str]:
         """host -> the running job that holds it."""
@@ -192,15 +195,17 @@ class ClusterState:
         return out
 
     def next_job_id(self) -> int:
-        """The lowest id from 1 no running job has (it is also the multicast group's)."""
+        """The first id after the last one given that no running job has, wrapping to 1
+        (0 is not a multicast group, and the id is also the job's group)."""
         used = {a.job for a in self.running}
-        free = next((i for i in range(1, MAX_JOB_ID + 1) if i not in used), None)
+        order = [*range(self.last_job + 1, MAX_JOB_ID + 1), *range(1, self.last_job + 1)]
+        free: int | None = next((i for i in order if i not in used), None)
         if free is None:
             raise InputError(f"every job id 1..{MAX_JOB_ID} is in use")
         return free
 
     def with_job(self, admission: Admission) -> ClusterState:
-        return replace(self, running=(*self.running, admission))
+        return replace(self, running=(*self.running, admission), last_job=admission.job)
 
     def without(self, name: str) -> ClusterState:
         """The state once job `name` has left (its hosts and cells free again)."""
