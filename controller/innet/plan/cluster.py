@@ -260,13 +260,18 @@ def free_cluster(state: ClusterState) -> Cluster:
     for h in sorted(topo.hosts, key=natural_key):
         if h not in busy:
             racks.setdefault(topo.host_switch(h)[0], []).append(h)
+    ordered = sorted(racks.items(), key=lambda kv: natural_key(kv[0]))
+    return Cluster(topo, tuple((s, tuple(hs)) for s, hs in ordered), link_capacity(topo))
+
+
+def link_capacity(topo: Topology) -> dict[LinkKey, float]:
+    """Gbps of every directed link whose Mbps the topology gives (BMv2's often have none)."""
     capacity: dict[LinkKey, float] = {}
     for link in topo.links:
         if link.mbps is not None:
             capacity[(link.a.node, link.b.node)] = link.mbps / 1000.0
             capacity[(link.b.node, link.a.node)] = link.mbps / 1000.0
-    ordered = sorted(racks.items(), key=lambda kv: natural_key(kv[0]))
-    return Cluster(topo, tuple((s, tuple(hs)) for s, hs in ordered), capacity)
+    return capacity
 
 
 def placements(state: ClusterState, request: JobRequest, cluster: Cluster,
@@ -289,7 +294,6 @@ def placements(state: ClusterState, request: JobRequest, cluster: Cluster,
     return tuple(p.hosts[request.name] for p in proposal.candidates)
 
 
-
 def plan_placement(state: ClusterState, request: JobRequest, hosts: tuple[str, ...], job: int,
                    policy: str, settings: ClusterSettings) -> Admission | str:
     """The job on these hosts under `policy`: its tree, pools, blue switches and shift; or
@@ -308,7 +312,7 @@ def plan_placement(state: ClusterState, request: JobRequest, hosts: tuple[str, .
     new = Demand(request.name, unit_profile(request.profile, request.values), 0.0,
                  link_messages(topo, jp))
     running = [a.demand(topo) for a in state.running]
-    capacity = free_cluster(state).capacity_gbps
+    capacity = link_capacity(topo)
     precision = settings.planner.precision_deg
     if "cassini" in policy:
         choice = choose_shift(new, running, capacity, precision_deg=precision)
