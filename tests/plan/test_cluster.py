@@ -231,6 +231,13 @@ def test_a_link_above_a_blue_switch_carries_one_message_per_chunk() -> None:
     assert blue[("a1", "s4")] == 1 and blue[("s2", "s4")] == 1
 
 
+def test_the_most_robust_shift_is_the_middle_of_its_plateau() -> None:
+    assert ld.most_robust([True] * 5) == 0
+    assert ld.most_robust([False, True, True, True, False]) == 2
+    assert ld.most_robust([True, False, False, True, True]) == 4  # the plateau 3, 4, 0
+    assert ld.most_robust([False, True, True, False]) == 1  # the first of equals
+
+
 def test_the_unit_profile_carries_one_message_per_chunk_in_the_phases_shape() -> None:
     job = JobProfile("j", 100.0, (*PROFILE.phases,
                                   *single_phase_job("x", 100.0, 60.0, 20.0, 30.0).phases))
@@ -281,6 +288,8 @@ def test_the_shift_is_the_best_on_the_shared_links_by_brute_force() -> None:
     best = max(score(s) for s in grid)
     assert score(new.shift_ms) >= best - 1e-3
     assert score(0.0) < best - 0.04  # the shift matters here
+    good = [score(s) >= best - 1e-6 for s in grid]
+    assert new.shift_ms == grid[ld.most_robust(good)]  # the middle of the best plateau
     assert math.isclose(shared["s2->s1"].score or 0.0,
                         oracle_score([(theirs, 5.0, 3.0), (mine, new.shift_ms, 1.0)], 1.0),
                         abs_tol=1e-2)

@@ -11,7 +11,8 @@ message per chunk; the messages are the weight geometry's scores multiply it by)
 
 The shift: the running jobs keep theirs (moving them would stall their streams); the new
 job's is searched on a grid of its own iteration (precision degrees a step) for the best mean
-compatibility (`geometry.score_at`) over the links it shares with them. Pure functions.
+compatibility (`geometry.score_at`) over the links it shares with them, in the middle of the
+plateau of equally good shifts, as CASSINI's own search does. Pure functions.
 """
 
 from __future__ import annotations
@@ -138,29 +139,40 @@ def shift_grid(iteration_ms: float, precision_deg: float) -> list[float]:
     return [i * iteration_ms / steps for i in range(steps)]
 
 
+def most_robust(good: Sequence[bool]) -> int:
+    """The index of a cyclic mask furthest from any index outside it (the first of equals;
+    0 when every index is in it): a shift in the middle of its plateau of equally good ones
+    keeps its score longest while the jobs drift."""
+    n = len(good)
+    if all(good):
+        return 0
+    bad = [i for i in range(n) if not good[i]]
+
+    def room(i: int) -> int:
+        return min(min((i - j) % n, (j - i) % n) for j in bad)
+
+    return max((i for i in range(n) if good[i]), key=lambda i: (room(i), -i))
+
+
 def choose_shift(new: Demand, running: Sequence[Demand],
                  capacity_gbps: Mapping[LinkKey, float], *,
                  precision_deg: float = DEFAULT_PRECISION_DEG) -> ShiftChoice:
-    """The new job's shift of best mean score over its shared links (the first of equals,
-    so 0 when nothing is shared or nothing improves on it); the running jobs keep theirs."""
+    """The new job's shift of best mean score over its shared links, the one deepest inside
+    its plateau of equals (0 when nothing is shared or no shift does better than another);
+    the running jobs keep theirs."""
     links = shared_links(new, running)
     if not links:
         return ShiftChoice(0.0, (), 1.0, 1.0)
     caps = [capacity_of(key, capacity_gbps) for key, _ in links]
-
-    def scores(shift: float) -> list[float]:
-        return [link_score(key, members, shift, new, cap, precision_deg)
-                for (key, members), cap in zip(links, caps, strict=True)]
-
-    best_shift, best = 0.0, scores(0.0)
-    unshifted = sum(best) / len(best)
-    for shift in shift_grid(new.unit.iteration_ms, precision_deg)[1:]:
-        now = scores(shift)
-        if sum(now) / len(now) > sum(best) / len(best) + 1e-9:
-            best_shift, best = shift, now
-    shared = tuple(SharedUse(link_name(key), tuple(d.name for d in members), cap, s)
-                   for (key, members), cap, s in zip(links, caps, best, strict=True))
-    return ShiftChoice(best_shift, shared, sum(best) / len(best), unshifted)
+    grid = shift_grid(new.unit.iteration_ms, precision_deg)
+    table = [[link_score(key, members, shift, new, cap, precision_deg)
+              for (key, members), cap in zip(links, caps, strict=True)] for shift in grid]
+    means = [sum(row) / len(row) for row in table]
+    top = max(means)
+    pick = most_robust([m >= top - 1e-9 for m in means])
+    shared = tuple(SharedUse(link_name(key), tuple(d.name for d in members), cap, score)
+                   for (key, members), cap, score in zip(links, caps, table[pick], strict=True))
+    return ShiftChoice(grid[pick], shared, means[pick], means[0])
 
 
 def unscored_links(new: Demand, running: Sequence[Demand],
