@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from innet import __version__
-from innet.cli import cassini, demo, deploy, doctor, net, pcap, run, soar, topo
+from innet.cli import cassini, demo, deploy, doctor, job, net, pcap, run, soar, topo
 from innet.cli.parsing import Parser, printable_streams, say
 from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError
 
@@ -27,6 +27,7 @@ innet: in-network computing on P4 switches.
   controller run: keep every switch in its intended state (restarts, drift, mastership)
   run       Mininet experiments on BMv2 (aggregation, CASSINI ECN)
   net       an emulated network that stays up: Mininet's CLI, plans changed live
+  job       jobs submitted to, listed on and cancelled from the network that is up
   pcap      summarise a packet capture
   topo      generate and check topology files
   demo      everything this machine can run, one command
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="innet", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"innet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for front_end in (soar, topo, cassini, deploy, pcap, run, net, demo, doctor):
+    for front_end in (soar, topo, cassini, deploy, pcap, run, net, job, demo, doctor):
         front_end.register(sub)
     return parser
 

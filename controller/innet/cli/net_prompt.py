@@ -19,6 +19,7 @@ from typing import Any
 from mininet.cli import CLI
 from mininet.log import setLogLevel
 
+from innet.cli.job import add_submit_options, job_line, jobs_table, submit_request
 from innet.cli.net import __doc__ as NET_DOC
 from innet.cli.options import add_intent_options, intent_options
 from innet.emulation.control import LiveNetwork
@@ -52,7 +53,8 @@ class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     def help_innet(self) -> None:
         print(NET_DOC)
         print("plan | table SWITCH | counters SWITCH [NAME] | registers SWITCH NAME [I] | "
-              "deploy [-k N] [--strategy S] [--workload FILE] | status")
+              "deploy [-k N] [--strategy S] [--workload FILE] | status | "
+              "job submit --model M --workers W --iterations N [...] | job cancel NAME | jobs")
 
     def do_plan(self, _line: str) -> None:
         """plan: the jobs, their blue switches, trees and costs."""
@@ -84,6 +86,28 @@ class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         print(f"{answer['writes']} writes: " + ("; ".join(
             f"{n} {s}" for n, s in answer["switches"].items()) or "nothing changed"))
 
+    def do_job(self, line: str) -> None:
+        """job submit --model M --workers W --iterations N [--policy P] [-k K] [--name N] |
+        job list | job cancel NAME: jobs on this network (no traffic yet)."""
+        words = shlex.split(line)
+        if words[:1] == ["submit"]:
+            print(job_line(self.live.handle(prompt_submit(words[1:]))))
+        elif words[:1] == ["list"] and len(words) == 1:
+            self.do_jobs("")
+        elif words[:1] == ["cancel"] and len(words) == 2:
+            answer = self.live.handle({"op": "job_cancel", "name": words[1]})
+            print(f"job {words[1]} cancelled; released with "
+                  f"{answer['cancelled']['release_writes']} writes")
+            for name in answer["admitted"]:
+                print(f"job {name} admitted from the queue")
+        else:
+            raise InputError("job submit --model M --workers W --iterations N [...] | "
+                             "job list | job cancel NAME")
+
+    def do_jobs(self, _line: str) -> None:
+        """jobs: every job, its state, hosts, blue switches, shift and writes."""
+        print(jobs_table(self.live.handle({"op": "job_list"})["jobs"]))
+
     def do_status(self, _line: str) -> None:
         """status: each switch as the controller sees it."""
         print(format_table(["switch", "state", "generation", "restores", "error"],
@@ -94,7 +118,17 @@ class _PromptParser(argparse.ArgumentParser):
     """At the prompt a bad option is a message, not an exit."""
 
     def error(self, message: str) -> Any:
-        raise InputError(f"deploy: {message} (see `help deploy`)")
+        raise InputError(f"{self.prog}: {message} (see `help {self.prog.split()[0]}`)")
+
+
+def prompt_submit(argv: Sequence[str]) -> dict[str, Any]:
+    """The `job_submit` request of `job submit ...` typed at the prompt."""
+    p = _PromptParser(prog="job submit", add_help=False)
+    add_submit_options(p)
+    ns, extra = p.parse_known_args(list(argv))
+    if extra:
+        raise InputError(f"job submit does not take {' '.join(extra)}")
+    return submit_request(ns)
 
 
 def prompt_options(argv: Sequence[str], current: IntentOptions) -> IntentOptions:

@@ -4,20 +4,30 @@
 `innet>` prompt both drive: its plan as text, a move to other intent options (only the
 difference is written, by the network's own controller), a command on a host, and the reads
 the prompt shows. Requests are plain JSON: `{"op": "deploy", "options": IntentOptions JSON}`
-(fields left out keep the current ones), `{"op": "plan"}`, `{"op": "exec", "host", "argv"}`.
+(fields left out keep the current ones), `{"op": "plan"}`, `{"op": "exec", "host", "argv"}`,
+and the jobs' (innet.emulation.jobs): `{"op": "job_submit", "job": {...}, "policy": P}`,
+`{"op": "job_list"}`, `{"op": "job_cancel", "name": N}`, and `{"op": "readback"}` (every
+switch read back against the intent).
+
+A network runs either a `--workload` plan (deploy) or admitted jobs (job submit), never
+both: each is refused while the other holds the switches, since both would own job ids and
+slot cells.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from innet.bmv2.own_program import OwnProgram
 from innet.bmv2.thrift import run_cli
 from innet.emulation.experiment import ControlledNetwork
+from innet.emulation.jobs import DEFAULT_POLICY, Installed, JobDesk, job_request
 from innet.errors import InputError
-from innet.p4rt.deploy import SwitchDeploy
+from innet.p4rt.deploy import SwitchDeploy, diff, diff_replication
+from innet.plan.cluster import ClusterState
 from innet.plan.intent import IntentOptions, NetworkIntent, build_intent, held_slots
+from innet.plan.jobintent import cluster_intent
 from innet.soar.model import phi
 from innet.topology import Topology
 
@@ -32,6 +42,10 @@ class LiveNetwork:
     options: IntentOptions  # as last deployed
     own: OwnProgram | None = None  # --program: a user's program and its runtime files
     program: str | None = None  # that program's file, as the user named it
+    jobs: JobDesk = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.jobs = JobDesk(ClusterState(self.topo), self.install_jobs)
 
     def plan_text(self) -> str:
         if self.own is not None:
@@ -57,6 +71,10 @@ class LiveNetwork:
         if self.own is not None:
             raise InputError(f"the network that is up runs your program {self.program}: "
                              "its entries come from its runtime files, not from a plan")
+        if self.jobs.active():
+            raise InputError(f"jobs hold the network ({', '.join(self.jobs.active())}): a "
+                             "--workload plan would overwrite them; cancel them first "
+                             "(innet job cancel NAME)")
         held = held_slots(self.intent.entries())
         intent = build_intent(options, self.topo, held)
         applied = self.cn.set_intent(intent.entries(), intent.replication())
@@ -75,7 +93,57 @@ class LiveNetwork:
         if op == "exec":
             return self.run_on_host(request.get("host"), request.get("argv"),
                                     float(request.get("timeout", 60)))
-        raise InputError(f"unknown request {op!r} (deploy, plan, exec)")
+        if op in ("job_submit", "job_list", "job_cancel", "readback"):
+            return self.handle_jobs(op, request)
+        raise InputError(f"unknown request {op!r} (deploy, plan, exec, job_submit, job_list, "
+                         "job_cancel, readback)")
+
+    def handle_jobs(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        if op == "job_list":
+            return self.jobs.listing()
+        if op == "readback":
+            return self.readback()
+        if op == "job_cancel":
+            name = request.get("name")
+            if not isinstance(name, str):
+                raise InputError("job_cancel takes the job's name")
+            return self.jobs.cancel(name)
+        self.check_jobs_allowed()
+        job, model = job_request(request.get("job"), self.topo, self.jobs.records)
+        return self.jobs.submit(job, str(request.get("policy") or DEFAULT_POLICY), model)
+
+    def check_jobs_allowed(self) -> None:
+        """Jobs only where no --workload plan or own program holds the switches."""
+        if self.own is not None:
+            raise InputError(f"the network that is up runs your program {self.program}: it "
+                             "has no aggregation tables to admit jobs into")
+        if self.options.workloads:
+            raise InputError("the network holds the plan of --workload "
+                             f"{', '.join(self.options.workloads)}: jobs are admitted only "
+                             "on a network brought up without --workload")
+
+    def install_jobs(self, state: ClusterState) -> Installed:
+        """Move the switches to the admitted jobs' intent; only the difference is written."""
+        intent = cluster_intent(state, self.options.ecn_threshold)
+        applied = self.cn.set_intent(intent.entries(), intent.replication())
+        self.intent = intent
+        return Installed(sum(d.writes for d in applied.values()),
+                         {n: change_summary(d) for n, d in applied.items() if d.writes})
+
+    def readback(self) -> dict[str, Any]:
+        """Every switch read through the controller against the intent: what differs."""
+        pipeline = self.cn.controller.pipeline
+        wanted, groups = self.intent.entries(), self.intent.replication()
+        differ: dict[str, str] = {}
+        for s in self.cn.addresses:
+            session = self.cn.controller.session(s)
+            d = diff(session.read_entries(pipeline.managed.tables,
+                                          pipeline.managed.default_tables), wanted.get(s, ()))
+            r = diff_replication(session.read_replication(), groups.get(s, ()))
+            if d.writes or r.writes:
+                differ[s] = (f"+{len(d.insert)} ~{len(d.modify)} -{len(d.delete)} entries, "
+                             f"{r.writes} group writes to match the intent")
+        return {"equal": not differ, "switches": sorted(self.cn.addresses), "differ": differ}
 
     def run_on_host(self, host: Any, argv: Any, timeout: float) -> dict[str, Any]:
         """`argv` on `host`, inside its namespace: what it printed and its exit status."""

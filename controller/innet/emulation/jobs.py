@@ -1,0 +1,186 @@
+"""Jobs admitted to and released from the network that is up (`innet job ...`).
+
+`JobDesk` holds what the running network knows of its jobs: the planner's `ClusterState`
+(the admitted jobs), the queue of jobs that wait (arrival order) and one `JobRecord` per
+job. It plans with the pure `innet.plan.cluster.admit` and hands the resulting cluster
+state to `install`, which moves the switches (through the network's reconciling controller,
+only the difference) and says how many writes that took. No traffic runs yet: a job is
+`queued`, `admitted` (installed, no traffic) or `cancelled` (docs/cluster-planner.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from innet.aggpacket import DEFAULT_JOB_SLOTS, VECTOR_LEN
+from innet.cassini.model.profiles import JOB_NAME, JobProfile, load_jobs, zoo_job
+from innet.errors import InputError, quote
+from innet.plan.cluster import POLICIES, Admission, ClusterState, JobRequest, Wait, admit
+from innet.topology import Topology
+
+DEFAULT_POLICY = "soar+cassini"
+DEFAULT_VALUES = 64 * VECTOR_LEN  # 64 chunks an iteration: only weighs link demands for now
+DEFAULT_K = 4
+JOB_FIELDS = {"name", "model", "profile_file", "workers", "iterations", "values", "k", "slots"}
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What one move of the switches did: writes in all, and `+i ~m -d` per switch changed."""
+
+    writes: int
+    switches: Mapping[str, str]
+
+
+Install = Callable[[ClusterState], Installed]
+
+
+@dataclass
+class JobRecord:
+    """One job as `job list` shows it: its request, state, plan once admitted, its writes."""
+
+    request: JobRequest
+    policy: str
+    model: str
+    state: str = "queued"
+    admission: Admission | None = None
+    writes: int = 0  # what admitting it wrote
+    release_writes: int = 0  # what releasing it wrote
+    switches: Mapping[str, str] = field(default_factory=dict)
+    why: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.request.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `job list --json` row; the traffic fields stay empty until agents run jobs."""
+        a = self.admission
+        return {"name": self.name, "state": self.state, "policy": self.policy,
+                "model": self.model, "workers": self.request.workers,
+                "hosts": list(a.hosts) if a else [], "blue": list(a.blue) if a else [],
+                "shift_ms": a.shift_ms if a else None, "job": a.job if a else None,
+                "slots": self.request.slots,
+                "slot_bases": dict(a.slot_bases) if a else {},
+                "phi": a.phi if a else None,
+                "iterations": self.request.iterations, "iterations_done": 0,
+                "mean_iteration_ms": None, "marks": None, "sums_exact": None,
+                "writes": self.writes, "release_writes": self.release_writes,
+                "switches": dict(self.switches), "why": self.why}
+
+
+@dataclass
+class JobDesk:
+    """The running network's jobs; every change of the admitted set goes through `install`."""
+
+    state: ClusterState
+    install: Install
+    records: dict[str, JobRecord] = field(default_factory=dict)
+
+    def active(self) -> list[str]:
+        """Jobs that are admitted or queued (what a --workload deploy would fight with)."""
+        return [r.name for r in self.records.values() if r.state in ("queued", "admitted")]
+
+    def queue(self) -> list[JobRecord]:
+        return [r for r in self.records.values() if r.state == "queued"]
+
+    def submit(self, request: JobRequest, policy: str, model: str) -> dict[str, Any]:
+        """Admit the job now (installing its difference) or queue it with the reason."""
+        old = self.records.get(request.name)
+        if old is not None and old.state != "cancelled":
+            raise InputError(f"job {quote(request.name)} is already {old.state}")
+        if policy not in POLICIES:
+            raise InputError(f"unknown policy {quote(policy)}; choose from "
+                             f"{', '.join(POLICIES)}")
+        request.check(self.state.topology)
+        record = JobRecord(request, policy, model)
+        self.records.pop(request.name, None)
+        self.records[request.name] = record
+        self.try_admit(record)
+        return record.to_dict()
+
+    def try_admit(self, record: JobRecord) -> bool:
+        """Plan the job on the network as it is; install it, or leave it queued saying why."""
+        got = admit(self.state, record.request, record.policy)
+        if isinstance(got, Wait):
+            record.why = got.reason
+            return False
+        self.state = self.state.with_job(got)
+        record.state, record.admission, record.why = "admitted", got, None
+        done = self.install(self.state)
+        record.writes, record.switches = done.writes, dict(done.switches)
+        return True
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        """Release the job (entries, group, slot cells) or take it off the queue; then admit
+        the queued jobs, in arrival order, that fit into the room it left."""
+        record = self.records.get(name)
+        if record is None or record.state == "cancelled":
+            known = ", ".join(self.active()) or "none"
+            raise InputError(f"no queued or admitted job {quote(name)} (jobs: {known})")
+        was = record.state
+        record.state, record.why = "cancelled", None
+        admitted: list[str] = []
+        if was == "admitted":
+            self.state = self.state.without(name)
+            record.release_writes = self.install(self.state).writes
+            admitted = [r.name for r in self.queue() if self.try_admit(r)]
+        return {"cancelled": record.to_dict(), "admitted": admitted}
+
+    def listing(self) -> dict[str, Any]:
+        return {"jobs": [r.to_dict() for r in self.records.values()]}
+
+
+def job_request(data: Any, topo: Topology, taken: Mapping[str, JobRecord]
+                ) -> tuple[JobRequest, str]:
+    """The job of a `job_submit` request, checked field by field; and its model's name.
+    `profile_file` is read here, at the edge (the front end sends it resolved)."""
+    if not isinstance(data, dict):
+        raise InputError('a job is a JSON object {"model" or "profile_file", "workers", '
+                         '"iterations", ...}')
+    unknown = set(data) - JOB_FIELDS
+    if unknown:
+        raise InputError(f"unknown job field(s) {', '.join(sorted(unknown))}; the fields are "
+                         f"{', '.join(sorted(JOB_FIELDS))}")
+    profile = job_profile(data)
+    name = data.get("name") or default_name(profile.model or profile.name, taken)
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        raise InputError(f"job name {quote(name)} is not a name (letters, digits, . _ + -)")
+    ints: dict[str, int] = {}
+    for f, d in (("workers", None), ("iterations", None), ("values", DEFAULT_VALUES),
+                 ("k", DEFAULT_K), ("slots", DEFAULT_JOB_SLOTS)):
+        v = data.get(f, d)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InputError(f"job {quote(name)}: {f} must be an integer, got {quote(v)}")
+        ints[f] = v
+    request = JobRequest(name, profile, ints["workers"], ints["iterations"], ints["values"],
+                         ints["slots"], ints["k"])
+    request.check(topo)
+    return request, profile.model or profile.name
+
+
+def job_profile(data: Mapping[str, Any]) -> JobProfile:
+    """The zoo model's profile, or the first job of a jobs file."""
+    model, path = data.get("model"), data.get("profile_file")
+    if (model is None) == (path is None):
+        raise InputError("give the job a model of the zoo or a profile file (one of them)")
+    if model is not None:
+        if not isinstance(model, str):
+            raise InputError(f"model must be a name, got {quote(model)}")
+        return zoo_job(model)
+    if not isinstance(path, str):
+        raise InputError(f"profile_file must be a file name, got {quote(path)}")
+    return load_jobs(Path(path))[0]
+
+
+def default_name(model: str, taken: Mapping[str, JobRecord]) -> str:
+    """`vgg19-1`, `vgg19-2`, ...: the model in lower case and the first free number."""
+    stem = re.sub(r"[^a-z0-9_.+-]", "", model.lower()) or "job"
+    n = 1
+    while f"{stem}-{n}" in taken:
+        n += 1
+    return f"{stem}-{n}"

@@ -1,0 +1,137 @@
+"""Jobs admitted to and released from a network that is up, through `LiveNetwork.handle`
+with a stand-in for the network's controller (no Mininet): what each request installs, the
+queue, and the rule that a --workload plan and admitted jobs never share the switches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from innet.emulation.control import LiveNetwork
+from innet.errors import InputError
+from innet.p4rt.deploy import SwitchDeploy, diff, diff_replication
+from innet.p4rt.entities import Entry, MulticastGroup
+from innet.plan.intent import IntentOptions, build_intent
+from innet.plan.jobintent import intent_changes
+from innet.topology import Topology, load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+LEAFSPINE = ROOT / "topologies" / "leafspine24.json"
+
+
+class FakeNetwork:
+    """What the reconciling controller does with an intent, without switches: it holds the
+    entries and groups and writes only the difference."""
+
+    def __init__(self, entries: Mapping[str, Sequence[Entry]],
+                 groups: Mapping[str, Sequence[MulticastGroup]]) -> None:
+        self.entries = {s: tuple(es) for s, es in entries.items()}
+        self.groups = {s: tuple(gs) for s, gs in groups.items()}
+
+    def set_intent(self, entries: Mapping[str, Sequence[Entry]],
+                   replication: Mapping[str, Sequence[Any]]) -> dict[str, SwitchDeploy]:
+        out = {}
+        for s in entries:
+            d = diff(self.entries.get(s, ()), entries[s])
+            r = diff_replication(self.groups.get(s, ()), replication.get(s, ()))
+            out[s] = SwitchDeploy(s, "fake", False, d, 0.0, replication=r)
+        self.entries = {s: tuple(es) for s, es in entries.items()}
+        self.groups = {s: tuple(gs) for s, gs in replication.items()}
+        return out
+
+
+@pytest.fixture
+def topo() -> Topology:
+    return load_topology(LEAFSPINE)
+
+
+def up(topo: Topology, options: IntentOptions | None = None) -> LiveNetwork:
+    intent = build_intent(options or IntentOptions(), topo)
+    fake = FakeNetwork(intent.entries(), intent.replication())
+    return LiveNetwork(topo, fake, intent, options or IntentOptions())  # type: ignore[arg-type]
+
+
+def submit(net: LiveNetwork, name: str, workers: int = 6, **extra: Any) -> dict[str, Any]:
+    job = {"name": name, "model": "VGG19", "workers": workers, "iterations": 20, **extra}
+    return net.handle({"op": "job_submit", "job": job})
+
+
+def listed(net: LiveNetwork) -> dict[str, dict[str, Any]]:
+    return {j["name"]: j for j in net.handle({"op": "job_list"})["jobs"]}
+
+
+def test_jobs_are_admitted_queued_and_released(topo: Topology) -> None:
+    net = up(topo)
+    a = submit(net, "a")
+    assert a["state"] == "admitted" and a["policy"] == "soar+cassini" and a["writes"] > 0
+    before = net.intent
+    b = submit(net, "b")
+    # b wrote only its own entries and group: as many as the intents differ, on its tree
+    changes = intent_changes(before, net.intent)
+    assert b["writes"] == sum(changes.values()) and set(b["switches"]) == set(changes)
+    assert not set(a["hosts"]) & set(b["hosts"]) and len(b["hosts"]) == 7
+    c = submit(net, "c", workers=10)  # 11 hosts; 10 are free
+    assert c["state"] == "queued" and "no free hosts" in c["why"]
+    rows = listed(net)
+    assert [rows[n]["state"] for n in "abc"] == ["admitted", "admitted", "queued"]
+    assert rows["a"]["iterations_done"] == 0 and rows["a"]["mean_iteration_ms"] is None
+    assert rows["a"]["marks"] is None and rows["a"]["sums_exact"] is None
+    assert rows["b"]["blue"] and rows["b"]["shift_ms"] is not None
+    gone = net.handle({"op": "job_cancel", "name": "a"})
+    assert gone["cancelled"]["state"] == "cancelled" and gone["admitted"] == ["c"]
+    rows = listed(net)
+    assert rows["c"]["state"] == "admitted" and rows["c"]["why"] is None
+    assert rows["a"]["release_writes"] > 0
+    fake = net.cn
+    assert isinstance(fake, FakeNetwork)
+    assert fake.entries == {s: tuple(es) for s, es in net.intent.entries().items()}
+    assert {j.workload.job for j in net.intent.jobs} == {rows["b"]["job"], rows["c"]["job"]}
+
+
+def test_cancelling_a_queued_job_takes_it_off_the_queue(topo: Topology) -> None:
+    net = up(topo)
+    submit(net, "big", workers=20)
+    queued = submit(net, "late", workers=6)
+    assert queued["state"] == "queued"
+    assert net.handle({"op": "job_cancel", "name": "late"})["admitted"] == []
+    assert listed(net)["late"]["state"] == "cancelled"
+    with pytest.raises(InputError, match="no queued or admitted job"):
+        net.handle({"op": "job_cancel", "name": "late"})
+    again = submit(net, "late", workers=2)  # a cancelled name may be used again
+    assert again["state"] == "admitted"
+
+
+def test_a_default_name_and_bad_requests(topo: Topology) -> None:
+    net = up(topo)
+    first = net.handle({"op": "job_submit", "job": {"model": "vgg19", "workers": 2,
+                                                    "iterations": 3}, "policy": "base"})
+    assert first["name"] == "vgg19-1" and first["blue"] == [] and first["shift_ms"] == 0.0
+    with pytest.raises(InputError, match="already admitted"):
+        submit(net, "vgg19-1")
+    with pytest.raises(InputError, match="unknown job field"):
+        submit(net, "x", gpus=3)
+    with pytest.raises(InputError, match="unknown policy"):
+        net.handle({"op": "job_submit", "policy": "fastest",
+                    "job": {"model": "VGG19", "workers": 2, "iterations": 3}})
+    with pytest.raises(InputError, match="not in the zoo"):
+        submit(net, "y", model="NoSuchNet")
+    with pytest.raises(InputError, match="workers must be an integer"):
+        submit(net, "z", workers="six")
+
+
+def test_a_workload_plan_and_jobs_never_share_the_switches(topo: Topology,
+                                                           tmp_path: Path) -> None:
+    workload = tmp_path / "workload.json"
+    workload.write_text('{"job": 1, "destination": "h1", "workers": ["h2", "h5"]}')
+    planned = up(topo, IntentOptions(workloads=(str(workload),)))
+    with pytest.raises(InputError, match="brought up without --workload"):
+        submit(planned, "a")
+    net = up(topo)
+    submit(net, "a")
+    with pytest.raises(InputError, match="cancel them first"):
+        net.handle({"op": "deploy", "options": {"k": 2}})
+    net.handle({"op": "job_cancel", "name": "a"})
+    assert net.handle({"op": "deploy", "options": {"k": 2}})["writes"] == 0
