@@ -143,7 +143,8 @@ class LiveNetwork:
             if d.writes or r.writes:
                 differ[s] = (f"+{len(d.insert)} ~{len(d.modify)} -{len(d.delete)} entries, "
                              f"{r.writes} group writes to match the intent")
-        return {"equal": not differ, "switches": sorted(self.cn.addresses), "differ": differ}
+        return {"equal": not differ, "differ": differ,
+                "entries": {s: len(wanted.get(s, ())) for s in self.cn.addresses}}
 
     def run_on_host(self, host: Any, argv: Any, timeout: float) -> dict[str, Any]:
         """`argv` on `host`, inside its namespace: what it printed and its exit status."""
