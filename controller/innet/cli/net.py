@@ -5,7 +5,8 @@ holding the plan, prints how to reach every switch with the usual tools, and ope
 CLI with innet's commands added (plan, table, counters, registers, deploy, status); with
 `--no-cli` it stays up until Ctrl-C or SIGTERM. While it is up, `innet deploy` against the same
 topology goes through the network's own controller, `innet status` reads the switches as
-always, and `innet net exec HOST CMD...` runs a command on a host. Everything goes on any exit.
+always, `innet job submit|list|cancel` admits and releases jobs (innet.cli.job), and
+`innet net exec HOST CMD...` runs a command on a host. Everything goes on any exit.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def register(sub: Any) -> None:
                     "  registers SWITCH NAME [I] a register's cells (thrift)\n"
                     "  deploy [-k N] [--strategy S] [--workload W]   move to another plan\n"
                     "  status                    what the controller sees of each switch\n"
+                    "  job submit|list|cancel, jobs   jobs admitted and released live\n"
+                    "                            (innet job --help; not with --workload)\n"
                     "From another shell while it is up: `innet deploy --topology T ...` "
                     "(through this\nnetwork's controller), `innet status --topology T`, "
                     "`innet net exec h1 ping -c1 10.0.0.2`,\n`innet net down`.")
