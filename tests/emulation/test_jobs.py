@@ -4,12 +4,16 @@ queue, and the rule that a --workload plan and admitted jobs never share the swi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from innet.cli.entry import main
+from innet.emulation import live
 from innet.emulation.control import LiveNetwork
 from innet.errors import InputError
 from innet.p4rt.deploy import SwitchDeploy, diff, diff_replication
@@ -135,3 +139,73 @@ def test_a_workload_plan_and_jobs_never_share_the_switches(topo: Topology,
         net.handle({"op": "deploy", "options": {"k": 2}})
     net.handle({"op": "job_cancel", "name": "a"})
     assert net.handle({"op": "deploy", "options": {"k": 2}})["writes"] == 0
+
+
+def test_a_profile_file_gives_the_job_its_profile(topo: Topology) -> None:
+    net = up(topo)
+    jobs = ROOT / "examples" / "jobs-4-leafspine.json"
+    row = net.handle({"op": "job_submit", "policy": "soar",
+                      "job": {"profile_file": str(jobs), "workers": 3, "iterations": 2}})
+    assert row["state"] == "admitted" and row["shift_ms"] == 0.0 and row["name"].endswith("-1")
+    with pytest.raises(InputError, match="one of them"):
+        net.handle({"op": "job_submit", "job": {"model": "VGG19", "profile_file": str(jobs),
+                                                "workers": 3, "iterations": 2}})
+
+
+@pytest.fixture
+def served(topo: Topology, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+           ) -> Iterator[LiveNetwork]:
+    """A LiveNetwork (over the stand-in) behind a real control socket, recorded as the
+    network that is up in the test's own folder."""
+    monkeypatch.setattr(live, "STATE_DIR", tmp_path / "state")
+    net = up(topo)
+    sock = tmp_path / "control.sock"
+    record = live.NetworkRecord(os.getpid(), str(tmp_path), str(LEAFSPINE), str(sock), 0.0)
+    with live.claimed(record):
+        server = live.ControlServer(sock, net.handle)
+        try:
+            yield net
+        finally:
+            server.close()
+
+
+def test_the_commands_reach_the_network_over_its_socket(
+        served: LiveNetwork, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["job", "submit", "--model", "VGG19", "--workers", "6", "--iterations", "20",
+                 "--name", "a"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("job a admitted: destination h") and "writes" in line
+    assert main(["job", "submit", "--model", "VGG19", "--workers", "20", "--iterations", "2",
+                 "--name", "big", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "queued"
+    assert main(["job", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["jobs"]
+    assert [(r["name"], r["state"]) for r in rows] == [("a", "admitted"), ("big", "queued")]
+    assert main(["job", "list"]) == 0
+    assert "no free hosts" in capsys.readouterr().out
+    assert main(["job", "cancel", "a"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"job a cancelled; released with {served.jobs.records['a'].release_writes} writes",
+        "job big admitted from the queue"]
+    assert main(["job", "cancel", "a"]) == 2
+    assert "no queued or admitted job 'a'" in capsys.readouterr().err
+
+
+def test_without_a_network_the_commands_say_how_to_start_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(live, "STATE_DIR", tmp_path / "state")
+    assert main(["job", "list"]) == 2
+    assert "no network is up" in capsys.readouterr().err
+
+
+def test_the_prompt_builds_the_same_request() -> None:
+    pytest.importorskip("mininet.cli")
+    from innet.cli.net_prompt import prompt_submit
+
+    request = prompt_submit(["--model", "VGG19", "--workers", "2", "--iterations", "3",
+                             "-k", "1"])
+    assert request == {"op": "job_submit", "policy": "soar+cassini",
+                       "job": {"model": "VGG19", "workers": 2, "iterations": 3, "k": 1}}
+    with pytest.raises(InputError, match="job submit: the following arguments"):
+        prompt_submit(["--model", "VGG19"])
