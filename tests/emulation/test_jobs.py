@@ -58,7 +58,7 @@ def up(topo: Topology, options: IntentOptions | None = None) -> LiveNetwork:
     return LiveNetwork(topo, fake, intent, options or IntentOptions())  # type: ignore[arg-type]
 
 
-def submit(net: LiveNetwork, name: str, workers: int = 6, **extra: Any) -> dict[str, Any]:
+def submit(net: LiveNetwork, name: str, workers: Any = 6, **extra: Any) -> dict[str, Any]:
     job = {"name": name, "model": "VGG19", "workers": workers, "iterations": 20, **extra}
     return net.handle({"op": "job_submit", "job": job})
 
