@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -348,3 +349,32 @@ def test_gpus_and_commands_must_have_their_types(tmp_path: Path) -> None:
     bad["name"] = ["x"]
     assert "name must be a string" in refused(["topo", "check",
                                                write_json(tmp_path / "t.json", bad)])
+
+
+# ------------------------------------------------------------------- output paths
+
+
+@pytest.mark.parametrize("kind", ["/dev/full", "/dev/null", "fifo", "directory", "no folder"])
+def test_an_output_that_cannot_take_the_result_is_refused_before_the_work(
+        tmp_path: Path, kind: str) -> None:
+    capture = _bursts(tmp_path / "c.pcap")
+    os.mkfifo(tmp_path / "fifo.png")
+    (tmp_path / "dir.png").mkdir()
+    out = {"fifo": str(tmp_path / "fifo.png"), "directory": str(tmp_path / "dir.png"),
+           "no folder": str(tmp_path / "none" / "out.png")}.get(kind, kind)
+    for argv in (["cassini", "profile", capture, "-o", out],
+                 ["topo", "gen", "bt", "-o", out],
+                 ["soar", "gen", "-n", "3", "-o", out],
+                 ["pcap", "summary", capture, "--plot", out]):
+        if kind.startswith("/dev/") and argv[0] == "pcap":
+            continue  # not an image name: refused for that already
+        line = refused(argv, within_s=5.0)
+        assert "-o/--output" in line or "--plot" in line, line
+        assert "it is" in line or "folder" in line, line
+
+
+def test_a_failed_write_names_the_file_in_one_line(tmp_path: Path) -> None:
+    from innet.errors import InputError
+
+    error = InputError("cannot write: No space left on device", source=tmp_path / "a\nb")
+    assert "a\\nb: cannot write" in str(error) and error.source == str(tmp_path / "a\nb")
