@@ -263,13 +263,13 @@ def estimate_bytes(tree: Tree, k: int) -> int:
 def estimate_seconds(tree: Tree, k: int) -> float:
     """Run time of `solve(tree, k)` on this machine's class of CPU, roughly and from above.
 
-    Measured (CPU time, benchmarks/soar_bench.py, random shapes and paths): about
-    30 us per node of Python and NumPy call overhead (batches are small on irregular trees),
-    120 ns per distance up (a node at depth d makes several arrays of d: its distances, the
-    red and blue costs' rows), and 7 ns per table cell (depth x width). On deep trees the
-    last two dominate: a path of n switches has n^2 / 2 distances, whatever k (a path of
-    20,000 switches with k = 16: 2e8 distances, 3.4e9 cells, about 48 s; the cells alone,
-    as this estimate once counted, said 21 s).
+    Measured (CPU time: benchmarks/soar_bench.py, random shapes, benchmarks/soar_paths.py):
+    about 30 us per node of Python and NumPy call overhead (batches are small on irregular
+    trees), 150 ns per distance up (a node at depth d makes several arrays of d: its
+    distances, the red and blue costs' rows) and 8 ns per table cell (depth x width). On deep
+    trees the last two dominate: a path of n switches has n^2 / 2 distances whatever k. A
+    path of 20,000 switches at k = 16 is estimated at 58 s and measured at 44 to 82 s (the
+    cells alone, as this estimate once counted, said 21 s); docs/inputs.md has the figures.
     """
     k = check_k(k)
     avail_below = tree.available.astype(np.int64)
@@ -277,4 +277,4 @@ def estimate_seconds(tree: Tree, k: int) -> float:
         avail_below[tree.parent[v]] += avail_below[v]
     ups = (tree.depth + 1).astype(np.float64)
     cells = float((ups * (np.minimum(avail_below, k) + 1)).sum())
-    return 30e-6 * tree.n + 120e-9 * float(ups.sum()) + 7e-9 * cells
+    return 30e-6 * tree.n + 150e-9 * float(ups.sum()) + 8e-9 * cells
