@@ -189,5 +189,5 @@ def test_steady_poisson_and_on_off_captures_are_refused(tmp_path: Path) -> None:
     for name, times in (("steady", steady), ("jittered", jittered), ("poisson", poisson),
                         ("on-off", list(on_off))):
         path = Path(write_pcap(tmp_path / f"{name}.pcap", sorted(times)))
-        with pytest.raises(InputError, match="no clear iteration time|no repeating pattern"):
+        with pytest.raises(InputError, match=r"no clear iteration time|no repeating pattern"):
             profile_capture(path)
