@@ -113,9 +113,10 @@ class InputError(ValueError):
     The message is made one line and bounded here, so it prints the same wherever it is
     caught (the CLI's top level, a per-switch report)."""
 
-    def __init__(self, message: str, *, source: str | None = None) -> None:
-        self.source = source
-        where = f"{one_line(source, MAX_SOURCE)}: " if source else ""
+    def __init__(self, message: str, *, source: str | os.PathLike[str] | None = None) -> None:
+        # a Path is as good a source as its text: the commands name the files they write so
+        self.source = os.fspath(source) if source is not None else None
+        where = f"{one_line(self.source, MAX_SOURCE)}: " if self.source else ""
         super().__init__(one_line(where + message, MAX_MESSAGE - len("innet: ")))
 
 

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from innet.cli.outpaths import output_file
 from innet.emulation.agent import ECT0, WINDOW_S, Phase, SenderSettings, receive, send
 
 
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--epoch", type=float, required=True, help="UNIX time of iteration 0")
     s.add_argument("--iterations", type=int, required=True)
     s.add_argument("--tos", type=int, default=ECT0)
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", type=output_file(), required=True)
     s.add_argument("--no-react", action="store_true",
                    help="send at the phase's full rate whatever the CE echoes say")
     s.add_argument("--no-realign", action="store_true", help="never wait for the grid")
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--duration", type=float, required=True, help="listen at most this long (s)")
     r.add_argument("--idle", type=float, default=None,
                    help="stop once nothing has arrived for this long (s) after the first packet")
-    r.add_argument("--out", required=True)
+    r.add_argument("--out", type=output_file(), required=True)
     args = parser.parse_args(argv)
     if args.mode == "send":
         send(sender_settings(args), Path(args.out))

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from innet.cli.outpaths import output_file
 from innet.emulation.agghost import (
     DestinationJob,
     DestinationSettings,
@@ -47,17 +48,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     w.add_argument("--local-ip", default=None,
                    help="this host's address: join the job's result group on it (default: "
                         "results come unicast)")
-    w.add_argument("--out", required=True)
+    w.add_argument("--out", type=output_file(), required=True)
     d = sub.add_parser("dest")
     d.add_argument("--job", action="append", required=True,
                    help="JOB:IP,IP,...:CHUNKS:SLOTS (worker i at the i-th address; SLOTS: the "
                         "job's cells per switch); repeat")
     d.add_argument("--first-chunk", type=int, default=0)
-    d.add_argument("--ready", required=True, help="file touched once the socket is bound")
+    d.add_argument("--ready", type=output_file(), required=True,
+                   help="file touched once the socket is bound")
     d.add_argument("--multicast-from", default=None, metavar="IP",
                    help="send each completed chunk's RESULT once, to the job's group address, "
                         "from this address (default: one unicast per worker)")
-    d.add_argument("--out", required=True)
+    d.add_argument("--out", type=output_file(), required=True)
     args = parser.parse_args(argv)
     result = (run_worker(worker_settings(args)) if args.role == "worker"
               else run_destination(destination_settings(args)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,9 +30,35 @@ def _check_creatable(path: Path) -> str | None:
     base = _nearest_existing(path.parent if not path.exists() else path)
     if base != path.absolute() and not base.is_dir():
         return f"{base} is a file, not a folder"
-    if not os.access(base, os.W_OK | os.X_OK):
+    if not os.access(base, os.W_OK | os.X_OK) or _read_only(base):
         return f"{base} is not writable"
     return None
+
+
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What an existing non-regular file is (a device such as /dev/full, a FIFO, a socket):
+    writing results there fails, blocks or loses them after the work, so it is refused."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    for test, what in _SPECIAL:
+        if test(mode):
+            return what
+    return None
+
+
+def _read_only(path: Path) -> bool:
+    """Whether `path` is on a read-only file system (root passes every os.access check, but
+    not this one)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def check_output_dir(text: str) -> Path:
@@ -55,13 +82,16 @@ def check_output_file(text: str, suffixes: tuple[str, ...] | None = None) -> Pat
     path = Path(text)
     if path.is_dir() or text.endswith(("/", os.sep)):
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    special = _not_a_file(path)
+    if special:
+        raise argparse.ArgumentTypeError(f"cannot write {text}: it is {special}, not a file")
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise argparse.ArgumentTypeError(f"{text}: the name must end in one of "
                                          f"{', '.join(suffixes)} (it sets the format)")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: no folder {parent}")
-    if path.exists() and not os.access(path, os.W_OK):
+    if _read_only(parent) or (path.exists() and not os.access(path, os.W_OK)):
         raise argparse.ArgumentTypeError(f"cannot write {text}: not writable")
     if not path.exists() and not os.access(parent, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"cannot write {text}: {parent} is not writable")

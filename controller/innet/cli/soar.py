@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ from innet.cli.argtypes import PROCESSES, K, int_in
 from innet.cli.oldflags import renamed
 from innet.cli.options import add_force, add_json, add_seed
 from innet.cli.outpaths import output_dir, output_file
+from innet.cli.parsing import say
 from innet.errors import InputError
 from innet.jsonout import dumps, print_json
-from innet.limits import check_memory, check_time
+from innet.limits import check_memory, check_time, duration
 from innet.progress import bar
 from innet.soar.baselines import STRATEGIES, compare_text, run_strategy
 from innet.soar.generate import (
@@ -27,7 +29,7 @@ from innet.soar.generate import (
 )
 from innet.soar.model import Tree, check_k, load_tree, phi, tree_to_dict
 from innet.soar.online import run_online
-from innet.soar.solver import estimate_bytes, estimate_seconds
+from innet.soar.solver import estimate_bytes, estimate_seconds, solve
 from innet.table import format_table
 
 DEFAULT_INSTANCE = "BT(256), uniform loads on the leaves, linear rates, seed 0"
@@ -51,15 +53,24 @@ FORCE_HELP = ("run even when the estimate of memory or time exceeds what this ma
               "(more memory than available, more than 10 minutes)")
 
 
-def _check_fits(tree: Tree, k: int, what: str, force: bool, repeat: int = 1) -> None:
+LONG_S = 10.0  # an estimate past this is said before the work starts
+
+
+def _check_fits(tree: Tree, k: int, what: str, force: bool, repeat: int = 1) -> float:
     """Refuse a solve whose tables would not fit in memory (deep trees need depth^2 cells)
-    or that would run for more than TIME_LIMIT_S, before starting it."""
+    or that would run for more than TIME_LIMIT_S, before starting it; say the estimate when
+    it is long (LONG_S). Returns the estimated seconds."""
     where = f"{what} (n = {tree.n - 1} switches, height {tree.height}, k = {k})"
     check_memory(where, estimate_bytes(tree, k), force=force)
+    if repeat > 1:
+        where += f", {repeat} workloads"
     # every plan of the online setting also rebuilds the tree: ~10 us per node, 6 strategies
     per_plan = estimate_seconds(tree, k) + (6 * 10e-6 * tree.n if repeat > 1 else 0.0)
-    check_time(where if repeat == 1 else f"{where}, {repeat} workloads", repeat * per_plan,
-               TIME_LIMIT_S, force=force)
+    seconds = repeat * per_plan
+    check_time(where, seconds, TIME_LIMIT_S, force=force)
+    if seconds > LONG_S:
+        say(f"{where}: about {duration(seconds)} (estimated)")
+    return seconds
 
 
 def _k_option(p: argparse.ArgumentParser, **kwargs: Any) -> None:
@@ -220,7 +231,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     k = check_k(args.k)
     if args.strategy == "soar":
         _check_fits(tree, k, f"solving {label}", args.force)
-    plan = run_strategy(tree, args.strategy, k, args.seed)
+        with bar(total=tree.n, desc="solve", unit="node", leave=False) as progress:
+            plan = solve(tree, k, done=progress.update)
+    else:
+        plan = run_strategy(tree, args.strategy, k, args.seed)
     red = phi(tree, [])
     ratio = plan.cost / red if red > 0 else 1.0
     if args.json:
@@ -280,6 +294,13 @@ def cmd_gen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _counted(items: list[Any], tick: Any) -> Iterator[Any]:
+    """`items`, calling tick(1) after each is used."""
+    for item in items:
+        yield item
+        tick(1)
+
+
 def cmd_online(args: argparse.Namespace) -> int:
     tree, label = _tree_arg(args.instance)
     k = check_k(args.k)
@@ -288,12 +309,14 @@ def cmd_online(args: argparse.Namespace) -> int:
     loads = [workload(tree, "uniform" if rng.random() < 0.5 else "power-law", rng)
              for _ in range(args.workloads)]
     ratios: dict[str, list[float]] = {}
-    for name in STRATEGIES:
-        if name == "all-blue":
-            continue
-        steps = bar(loads, desc=name, unit="workload", leave=False)
-        result = run_online(tree, steps, k, args.capacity, name, args.seed)
-        ratios[name] = result.running_ratio()
+    names = [name for name in STRATEGIES if name != "all-blue"]
+    # one bar over every strategy's workloads, so it says how long the whole command has left
+    with bar(total=len(names) * len(loads), unit="workload", leave=False) as progress:
+        for name in names:
+            progress.set_description(name)
+            steps = _counted(loads, progress.update)
+            ratios[name] = run_online(tree, steps, k, args.capacity, name,
+                                      args.seed).running_ratio()
     if args.json:
         print_json({"instance": label, "workloads": args.workloads, "k": k,
                     "capacity": args.capacity,

@@ -15,6 +15,7 @@ the narrower side.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,8 +99,10 @@ def _distances(tree: Tree, levels: list[npt.NDArray[np.int64]]) -> list[FloatArr
     return dist
 
 
-def gather(tree: Tree, k: int) -> Gathered:
+def gather(tree: Tree, k: int, done: Callable[[int], None] | None = None) -> Gathered:
     """Bottom-up tables; returns the optimal cost with at most k blue nodes and the traces.
+    `done(m)` is told after each depth how many nodes it finished (a progress bar: a deep
+    tree takes minutes).
 
     Nodes are processed a depth at a time, and nodes of one depth whose children tables have
     the same widths (and the same availability) are stacked and merged as one batch, so the
@@ -124,13 +127,15 @@ def gather(tree: Tree, k: int) -> Gathered:
         if d + 1 < len(levels):
             for c in levels[d + 1].tolist():
                 tables[c] = None
+        if done is not None:
+            done(len(levels[d]))
     root = tables[0]
     assert root is not None
     budget = min(k, root.shape[-1] - 1)
     optimum = float(root[0, budget]) if tree.n > 1 else 0.0
-    done = [t for t in trace_of if t is not None]
-    assert len(done) == tree.n
-    return Gathered(optimum, budget, done)
+    traces = [t for t in trace_of if t is not None]
+    assert len(traces) == tree.n
+    return Gathered(optimum, budget, traces)
 
 
 def _gather_batch(
@@ -215,10 +220,10 @@ def color(tree: Tree, gathered: Gathered) -> list[int]:
     return blue
 
 
-def solve(tree: Tree, k: int) -> Plan:
-    """The optimal plan: at most k available switches minimising phi."""
+def solve(tree: Tree, k: int, done: Callable[[int], None] | None = None) -> Plan:
+    """The optimal plan: at most k available switches minimising phi (`done`: as gather's)."""
     k = check_k(k)
-    gathered = gather(tree, k)
+    gathered = gather(tree, k, done)
     return make_plan(tree, "soar", k, color(tree, gathered))
 
 
@@ -258,14 +263,18 @@ def estimate_bytes(tree: Tree, k: int) -> int:
 def estimate_seconds(tree: Tree, k: int) -> float:
     """Run time of `solve(tree, k)` on this machine's class of CPU, roughly and from above.
 
-    Measured (benchmarks/soar_bench.py and random shapes): about 30 us per node of Python
-    and NumPy call overhead (batches are small on irregular trees) plus about 6 ns per table
-    cell (depth x width), which dominates on deep trees: a path of 6,000 switches with k = 64
-    has 1.2e9 cells and takes 5 s.
+    Measured (CPU time: benchmarks/soar_bench.py, random shapes, benchmarks/soar_paths.py):
+    about 30 us per node of Python and NumPy call overhead (batches are small on irregular
+    trees), 150 ns per distance up (a node at depth d makes several arrays of d: its
+    distances, the red and blue costs' rows) and 8 ns per table cell (depth x width). On deep
+    trees the last two dominate: a path of n switches has n^2 / 2 distances whatever k. A
+    path of 20,000 switches at k = 16 is estimated at 58 s and measured at 44 to 82 s (the
+    cells alone, as this estimate once counted, said 21 s); docs/inputs.md has the figures.
     """
     k = check_k(k)
     avail_below = tree.available.astype(np.int64)
     for v in range(tree.n - 1, 0, -1):
         avail_below[tree.parent[v]] += avail_below[v]
-    cells = float(((tree.depth + 1) * (np.minimum(avail_below, k) + 1)).sum())
-    return 30e-6 * tree.n + 6e-9 * cells
+    ups = (tree.depth + 1).astype(np.float64)
+    cells = float((ups * (np.minimum(avail_below, k) + 1)).sum())
+    return 30e-6 * tree.n + 150e-9 * float(ups.sum()) + 8e-9 * cells

@@ -12,7 +12,12 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import PcapWriter
 
-from innet.cassini.model.pcap_profile import find_period, profile_capture
+from innet.cassini.model.pcap_profile import (
+    SIGNIFICANCE,
+    find_period,
+    profile_capture,
+    significance,
+)
 from innet.errors import InputError
 
 
@@ -121,3 +126,68 @@ def test_confidence_falls_when_the_capture_is_ambiguous() -> None:
     assert clean > 0.95
     assert jittery < clean - 0.1
     assert mixed < clean - 0.1
+
+
+# --------------------------------------------------------------- the test of significance
+
+
+def _binned(times_ms: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+    return np.bincount(np.floor(times_ms).astype(np.int64)).astype(float)
+
+
+def _random_on_off(seed: int, on_ms: float, off_ms: float,
+                   span_ms: float = 5000.0) -> np.ndarray:  # type: ignore[type-arg]
+    """Packets every 0.5 ms during Up phases of random (exponential) lengths: no period."""
+    rng = np.random.default_rng(seed)
+    t, up, times = 0.0, False, []
+    while t < span_ms:
+        length = rng.exponential(on_ms if up else off_ms)
+        if up:
+            times.extend(np.arange(t, min(t + length, span_ms), 0.5))
+        t += length
+        up = not up
+    return _binned(np.array(times))
+
+
+def _p_value(series: np.ndarray) -> float:  # type: ignore[type-arg]
+    """The significance of the period find_period picks; 1 when it finds none at all."""
+    try:
+        period, _ = find_period(series, 1.0)
+    except InputError:
+        return 1.0
+    return significance(series, 1.0, period)[0]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_streams_without_a_period_are_not_significant(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    steady = _binned(np.arange(5000) + np.clip(rng.normal(0.5, 0.3, 5000), 0, 0.999))
+    poisson = _binned(np.sort(rng.uniform(0, 5000, 5000)))
+    for series in (steady, poisson, _random_on_off(seed, 30, 30),
+                   _random_on_off(seed, 100, 50), _random_on_off(seed, 10, 200, 20000)):
+        assert _p_value(series) > SIGNIFICANCE
+
+
+@pytest.mark.parametrize("gap_ms", [0.5, 1.25, 2.5])
+@pytest.mark.parametrize("period_ms", [180.0, 240.0, 300.0])
+def test_the_shipped_periodic_streams_are_significant(gap_ms: float, period_ms: float) -> None:
+    assert _p_value(comb(period_ms, 90.0, gap_ms)) < 1e-30
+    t = np.arange(2000)
+    square = ((t % 50) < 20).astype(float) + 0.01 * np.random.default_rng(2).random(2000)
+    assert _p_value(square) < 1e-30
+    assert _p_value(comb(240.0, 90.0, 1.0, jitter_ms=30.0)) < 1e-30
+
+
+def test_steady_poisson_and_on_off_captures_are_refused(tmp_path: Path) -> None:
+    from inputs_helpers import write_pcap
+
+    rng = np.random.default_rng(3)
+    steady = [T0 + i * 1e-3 for i in range(5000)]  # an epoch's float rounding: once 23 ms
+    jittered = [T0 + i * 1e-3 + rng.normal(0, 2e-4) for i in range(5000)]
+    poisson = list(T0 + np.sort(rng.uniform(0, 5.0, 5000)))
+    on_off = np.flatnonzero(_random_on_off(7, 100, 50)) / 1e3 + T0
+    for name, times in (("steady", steady), ("jittered", jittered), ("poisson", poisson),
+                        ("on-off", list(on_off))):
+        path = Path(write_pcap(tmp_path / f"{name}.pcap", sorted(times)))
+        with pytest.raises(InputError, match=r"no clear iteration time|no repeating pattern"):
+            profile_capture(path)

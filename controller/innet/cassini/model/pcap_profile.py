@@ -15,8 +15,17 @@ The search is bounded before it starts (`search_cost`): one autocorrelation per 
 width and one fold of the whole series per candidate period, both linear in the series'
 length, are counted from the number of bins alone; past `SEARCH_LIMIT_S` or the memory
 available it is refused with the estimate (a larger --bin-ms shortens the series; --force
-runs it anyway). A period that explains less than `MIN_CONFIDENCE` of the variance is no
-profile: it is refused rather than written with a confidence nobody reads.
+runs it anyway).
+
+A stream without a period (steady, Poisson, random on/off) is refused by a test of
+significance (`significance`, `check_period`), not by a share of variance: the periodogram's
+power at the period found, against the spectrum's local level off the period's harmonics,
+Bonferroni-corrected for the number of frequencies searched, at the level `SIGNIFICANCE`
+(0.001). A local level, not the whole spectrum's, so that the low-frequency power of random
+on/off traffic is not taken for a period (Fisher's g, against the whole spectrum, would).
+A capture of too few iterations to measure that level is refused too. Times are binned to the
+microsecond from the first packet: a float epoch time's rounding made a steady stream of one
+packet per ms into a 23 ms "job" with confidence 0.63.
 """
 
 from __future__ import annotations
@@ -36,7 +45,9 @@ from innet.limits import check_memory, check_time, duration
 
 FloatArray = npt.NDArray[np.float64]
 
-MIN_CONFIDENCE = 0.3
+MIN_CONFIDENCE = 0.3  # an autocorrelation peak below this is not taken for a period's
+SIGNIFICANCE = 0.001  # the test's level: a stream without a period passes 1 time in 1000
+MIN_LEVEL_BINS = 8  # periodogram ordinates off the harmonics to measure the level with
 # 8M bins (2.3 hours at 1 ms): the autocorrelation's FFT then takes about 0.5 GB
 MAX_BINS = 1 << 23
 _IP_OFFSET = {1: 14, 101: 0, 228: 0, 113: 16, 276: 20}  # Ethernet, raw IP, IPv4, SLL, SLL2
@@ -141,6 +152,7 @@ def bin_capture(path: str | Path, bin_ms: float,
     packets = total = 0
     first: float | None = None
     last = 0.0
+    bin_us = bin_ms * 1e3
     for rec in read_records(source):
         data = rec.data
         if want is not None:
@@ -151,8 +163,12 @@ def bin_capture(path: str | Path, bin_ms: float,
         ts = rec.time
         if first is None:
             first = ts
-        rel = max(0.0, (ts - first) * 1e3)
-        i = int(rel // bin_ms)
+        # to the microsecond: an epoch time as a float holds only about 0.24 us, so the raw
+        # difference puts a steady stream's packets on either side of the bin edges in the
+        # pattern of the float's rounding (a fake 23 ms period in one packet per ms)
+        rel_us = max(0, round((ts - first) * 1e6))
+        rel = rel_us / 1e3
+        i = int(rel_us // bin_us)
         if i >= MAX_BINS:
             raise InputError(f"the capture spans at least {rel:.6g} ms: at --bin-ms {bin_ms:g} "
                              f"that is more than {MAX_BINS} bins (the most the period search "
@@ -311,20 +327,69 @@ def fold(series: FloatArray, bin_ms: float, period_ms: float) -> tuple[FloatArra
     return folded, whole
 
 
+def significance(series: FloatArray, bin_ms: float, period_ms: float,
+                 min_ms: float | None = None, max_ms: float | None = None) -> tuple[float, float]:
+    """(p-value, power ratio) of the period against a stream without one.
+
+    The test: the periodogram's power at the period's frequency, over the spectrum's level
+    around it (the median of the ordinates within about half an octave that sit more than two
+    bins from every harmonic of the period, / ln 2). Without a period the power at any one
+    frequency is the local level times an exponential variable (a periodogram ordinate has two
+    degrees of freedom), so P(ratio >= R) = exp(-R); the period was picked among the Fourier
+    frequencies of the searched range, so that is multiplied by their number (Bonferroni).
+    The level is local, not the whole spectrum's, so a random on/off stream, whose power
+    crowds into the low frequencies, is no more a period than white noise is. Fewer than
+    MIN_LEVEL_BINS ordinates to measure the level (a capture of a few iterations) is p = 1.
+    """
+    x = series - series.mean()
+    n = len(x)
+    spectrum = np.abs(np.fft.rfft(x)[1:]) ** 2 / n  # ordinates k = 1 .. n // 2
+    freq = bin_ms / period_ms  # cycles per bin
+    k0 = freq * n
+    power = float(abs(np.dot(x, np.exp(-2j * np.pi * freq * np.arange(n)))) ** 2 / n)
+    ks = np.arange(1, len(spectrum) + 1)
+    off_harmonic = np.abs(ks - np.maximum(1, np.round(ks / k0)) * k0) > 2
+    reach = max(8.0, k0 / 2)
+    while True:
+        near = off_harmonic & (np.abs(ks - k0) <= reach)
+        if near.sum() >= MIN_LEVEL_BINS or reach >= len(ks):
+            break
+        reach *= 2
+    if near.sum() < MIN_LEVEL_BINS:
+        return 1.0, 0.0
+    level = float(np.median(spectrum[near])) / math.log(2)
+    if level <= 0:
+        return (0.0, math.inf) if power > 0 else (1.0, 0.0)
+    ratio = power / level
+    lo, hi = _lag_range(n, bin_ms, min_ms, max_ms)
+    trials = max(1.0, n / lo - n / max(hi, lo))
+    return min(1.0, trials * math.exp(-min(ratio, 700.0))), ratio
+
+
+def check_period(series: FloatArray, bin_ms: float, period_ms: float, source: str,
+                 min_ms: float | None = None, max_ms: float | None = None) -> None:
+    """Refuse a capture whose period is not significant at SIGNIFICANCE (a steady, Poisson or
+    random on/off stream): a job made of it would be fiction."""
+    p_value, ratio = significance(series, bin_ms, period_ms, min_ms, max_ms)
+    if p_value > SIGNIFICANCE:
+        raise InputError(f"no clear iteration time: the best period, {period_ms:.4g} ms, is not "
+                         f"significant (power {ratio:.3g} x the spectrum's level around it, "
+                         f"p = {p_value:.2g} > {SIGNIFICANCE:g}); a steady or random stream, "
+                         "or too few iterations? (--host keeps one host's packets)",
+                         source=source)
+
+
 def profile_capture(path: str | Path, *, bin_ms: float = 1.0, host: str | None = None,
                     min_period_ms: float | None = None,
                     max_period_ms: float | None = None, force: bool = False) -> CaptureProfile:
     bins, packets, total, span = bin_capture(path, bin_ms, host)
     check_search(len(bins), bin_ms, min_period_ms, max_period_ms, force=force)
+    if len(bins) > 1 and np.all(bins == bins[0]):
+        raise InputError("no clear iteration time: the demand is the same in every bin (a "
+                         "steady stream has no period)", source=str(path))
     gbps = bins * 8 / (bin_ms * 1e-3) / 1e9
     period, confidence = find_period(gbps, bin_ms, min_period_ms, max_period_ms)
-    if confidence < MIN_CONFIDENCE:
-        # a steady stream (one packet per ms) has only the jitter of its bins to fold: the
-        # "period" found explains little of it, and a job made of it would be fiction
-        raise InputError(f"no clear iteration time: the best period, {period:.4g} ms, explains "
-                         f"only {100 * confidence:.0f}% of the demand's variance (at least "
-                         f"{100 * MIN_CONFIDENCE:.0f}% is needed); a steady stream or several "
-                         "jobs at once? (--host keeps one host's packets)", source=str(path))
+    check_period(gbps, bin_ms, period, str(path), min_period_ms, max_period_ms)
     folded, whole = fold(gbps, bin_ms, period)
     return CaptureProfile(str(path), packets, total, span, bin_ms, period, whole,
                           confidence, tuple(float(v) for v in folded))
