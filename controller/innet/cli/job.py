@@ -14,6 +14,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from innet.aggpacket import MAX_WORKERS
+from innet.cli.argtypes import K, int_in
 from innet.cli.options import add_json
 from innet.emulation import live
 from innet.errors import InputError, NetworkError
@@ -57,19 +59,22 @@ def register(sub: Any) -> None:
 def add_submit_options(p: Any) -> None:
     """The options of `job submit`, shared with the prompt's `job submit`."""
     what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--model", help="a model of the zoo (innet cassini zoo), e.g. VGG19")
+    what.add_argument("--model", help="a model of the zoo (innet cassini zoo), e.g. VGG19; "
+                                      "this or --profile is required (no default)")
     what.add_argument("--profile", metavar="FILE",
-                      help="a jobs file (innet cassini's format): its first job's profile")
-    p.add_argument("--workers", type=int, required=True,
+                      help="a jobs file (innet cassini's format): its first job's profile; "
+                           "this or --model is required (no default)")
+    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), required=True,
                    help="workers; the job takes one more host as its destination")
-    p.add_argument("--iterations", type=int, required=True, help="iterations to train")
-    p.add_argument("--values", type=int, default=None,
+    p.add_argument("--iterations", type=int_in(1, 10**9), required=True,
+                   help="iterations to train")
+    p.add_argument("--values", type=int_in(1, 10**12), default=None,
                    help="gradient values per iteration (default 2048: 64 chunks of 32); for "
                         "now it only weighs the job's link demands")
     p.add_argument("--name", default=None, help="the job's name (default MODEL-N)")
     p.add_argument("--policy", choices=POLICIES, default="soar+cassini",
                    help="which parts of the joint plan apply (default soar+cassini)")
-    p.add_argument("-k", type=int, default=None,
+    p.add_argument("-k", type=K, default=None,
                    help="at most k blue switches (soar policies; default 4)")
 
 
