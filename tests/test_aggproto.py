@@ -333,7 +333,7 @@ def test_a_lost_contribution_is_asked_of_its_worker_only() -> None:
     dest = Destination(JOB, n, chunks, slots=8, reorder_s=0.002)
     answers = []
     for w in workers:
-        w._cwnd = 4.0  # the whole window at once
+        w.cwnd = 4.0  # the whole window at once
         for pkt in w.poll(0.0):
             if not (w.index == 2 and pkt.chunk == 0):  # lost on the way
                 answers += dest.receive(pkt, now=0.01)
@@ -360,7 +360,7 @@ def test_a_lost_contribution_is_asked_of_its_worker_only() -> None:
 def test_an_unanswered_request_is_repeated_with_backoff_and_a_nack_is_never_a_result() -> None:
     dest = Destination(JOB, 2, 2, reorder_s=0.0, nack_rto=0.1)
     w0 = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 2, window=2, slots=4)
-    w0._cwnd = 2.0
+    w0.cwnd = 2.0
     sent = w0.poll(0.0)
     dest.receive(sent[0], now=0.0)  # chunk 0: only worker 0 arrives
     dest.receive(sent[1], now=0.0)
@@ -386,7 +386,7 @@ def test_a_result_lost_on_the_way_down_is_asked_for_by_that_worker_alone() -> No
     dest = Destination(JOB, n, chunks)
     results: dict[int, ap.AggPacket] = {}
     for w in workers:
-        w._cwnd = 4.0
+        w.cwnd = 4.0
         for pkt in w.poll(0.0):
             for _, res in dest.receive(pkt, now=0.01):
                 results[res.chunk] = res
@@ -412,7 +412,7 @@ def test_a_chunk_waiting_on_another_workers_repair_does_not_hold_an_in_flight_sl
     so new chunks go out in its place, up to the in-flight limit, within the window."""
     w = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 40, window=16, slots=32, inflight=4, rto=1.0,
                min_rto=0.5, max_rto=2.0)
-    w._cwnd = 4.0
+    w.cwnd = 4.0
     first = w.poll(0.0)
     assert [p.chunk for p in first] == [0, 1, 2, 3] and w.in_flight == 4
     # chunk 0 waits on another worker's lost contribution; 1..3 complete (behind: the
@@ -430,3 +430,52 @@ def test_a_chunk_waiting_on_another_workers_repair_does_not_hold_an_in_flight_sl
         w.receive(ap.result_packet(pkt, 1, 1, pkt.values, False, behind=c), 0.02)
         w.poll(0.02)
     assert w._next == 16 and w.poll(0.03) == []
+
+
+def answer(w: Worker, pkts: list[ap.AggPacket], now: float, ece: bool) -> None:
+    """The destination's RESULT for each of a lone worker's packets, echoing a mark or not."""
+    for p in pkts:
+        dest = Destination(JOB, 1, p.chunk + 1)
+        [(_, res)] = dest.receive(p, ce=ece, now=now)
+        w.receive(ap.decode(ap.encode(res)), now)
+
+
+def test_the_destination_echoes_a_ce_mark_in_the_chunks_result_only() -> None:
+    """The switches OR the marks of what they merge into the aggregate's IP header; the
+    destination turns the mark it sees into the RESULT's ECE flag, which survives the wire,
+    for that chunk only."""
+    d = Destination(JOB, 2, 2)
+    a = ap.contribution(JOB, 0, 0, [1] * ap.VECTOR_LEN)
+    b = ap.contribution(JOB, 0, 1, [2] * ap.VECTOR_LEN)
+    assert d.receive(a, ce=True, now=0.0) == []
+    [(_, r0), (_, r1)] = d.receive(b, ce=False, now=0.0)
+    assert r0 is r1 and ap.decode(ap.encode(r0)).ece and r0.result
+    c = ap.contribution(JOB, 1, 0, [1] * ap.VECTOR_LEN)
+    d.receive(c, now=0.0)
+    [(_, clean), _] = d.receive(ap.contribution(JOB, 1, 1, [1] * ap.VECTOR_LEN), now=0.0)
+    assert not clean.ece
+
+
+def test_echoed_marks_cut_the_window_and_clean_results_open_it() -> None:
+    """DCTCP's reaction on the chunk window: results without marks open it to the cap (and
+    let alpha decay); a window with a marked result cuts it by alpha / 2, once per window of
+    results; marks on every result drive alpha toward 1 and hold the window near its floor
+    (a chunk of growth a window against a halving: about two chunks, of the cap's eight)."""
+    chunks = [[1] * ap.VECTOR_LEN] * 400
+    w = Worker(JOB, 0, chunks, window=8, slots=16)
+    now = 0.0
+    while w.cwnd < 8:
+        now += 0.01
+        answer(w, w.poll(now), now, ece=False)
+    assert w.cwnd == 8 and w.marks == w.cuts == 0
+    now += 0.01
+    sent = w.poll(now)
+    answer(w, sent[:1], now, ece=True)
+    assert w.marks == 1 and w.cuts == 0  # a window is 8 results: no decision yet
+    alpha = w.alpha
+    answer(w, sent[1:], now, ece=False)
+    assert w.cuts == 1 and w.alpha < alpha and w.cwnd <= 8 * (1 - w.alpha / 2) + 1
+    while w.cuts < 40:
+        now += 0.01
+        answer(w, w.poll(now), now, ece=True)
+    assert 1.0 <= w.cwnd < 2.5 and w.marks > 40 and w.alpha > 0.9

@@ -34,6 +34,7 @@ VECTOR_LEN = 32
 SLOTS = 256               # register cells of the pool of every switch (all jobs)
 DEFAULT_JOB_SLOTS = 16    # cells one job gets by default: a window of 8 chunks
 MAX_WORKERS = 32
+ECT0 = 0x02  # the IPv4 TOS byte's ECN field saying "ECN-capable" (RFC 3168's ECT(0))
 
 FLAG_MERGED = 0x01    # a switch emitted it as the sum of several contributions
 FLAG_RESULT = 0x02    # the destination's final sum, sent to the workers: switches forward it
@@ -42,6 +43,10 @@ FLAG_RESENT = 0x08    # a switch answered a retransmission with the stored sum (
 # With RESULT: not a sum but the destination's request that the workers in `bitmap` send the
 # chunk again (their contributions are missing); switches forward it as they do a RESULT
 FLAG_NACK = 0x10
+# With RESULT: some contribution of the chunk reached the destination CE-marked (the switches
+# OR the marks of what they merge into the aggregate): the ECN echo the workers' congestion
+# window reacts to, as a TCP receiver's ECE does. Hosts set and read it; switches pass it on.
+FLAG_ECE = 0x20
 # A RESULT's slot field: every chunk more than `slot` chunks before this one is complete at
 # the destination, so a worker that lacks the result of one of them lost it; this value: the
 # destination's oldest incomplete chunk is too far behind to say
@@ -126,6 +131,11 @@ class AggPacket:
     def overflow(self) -> bool:
         return bool(self.flags & FLAG_OVERFLOW)
 
+    @property
+    def ece(self) -> bool:
+        """A RESULT whose chunk met a congested queue on its way up."""
+        return bool(self.flags & FLAG_ECE)
+
 
 def contribution(job: int, chunk: int, worker: int, values: Sequence[int],
                  slots: int = DEFAULT_JOB_SLOTS) -> AggPacket:
@@ -142,10 +152,11 @@ def contribution(job: int, chunk: int, worker: int, values: Sequence[int],
 
 
 def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int],
-                  overflow: bool, behind: int = BEHIND_UNKNOWN) -> AggPacket:
+                  overflow: bool, behind: int = BEHIND_UNKNOWN, ece: bool = False
+                  ) -> AggPacket:
     """The destination's answer for `pkt`'s chunk: the full sum, flagged RESULT; `behind`
-    goes in the slot field (`BEHIND_UNKNOWN` beyond 16 bits)."""
-    flags = FLAG_RESULT | (FLAG_OVERFLOW if overflow else 0)
+    goes in the slot field (`BEHIND_UNKNOWN` beyond 16 bits); `ece`: echo a CE mark."""
+    flags = FLAG_RESULT | (FLAG_OVERFLOW if overflow else 0) | (FLAG_ECE if ece else 0)
     return replace(pkt, slot=min(behind, BEHIND_UNKNOWN), bitmap=bitmap, count=count,
                    values=tuple(values), flags=flags)
 
@@ -263,10 +274,11 @@ def send_contribution(dest_ip: str, job: int, chunk: int, worker: int, values: S
 
 
 def receiver_socket(bind_ip: str = "0.0.0.0", port: int = AGG_UDP_PORT,
-                    *, tos: bool = False) -> socket.socket:
+                    *, tos: bool = False, send_tos: int = 0) -> socket.socket:
     """A host's aggregation socket (large buffer so a burst is not lost here). Also sends
-    without checksum. `tos`: deliver each packet's TOS byte (recvmsg), to see CE marks."""
-    sock = sender_socket()
+    without checksum, with `send_tos` (ECT0: the switches may mark it CE instead of letting
+    the queue grow). `tos`: deliver each packet's TOS byte (recvmsg), to see CE marks."""
+    sock = sender_socket(send_tos)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     if tos:

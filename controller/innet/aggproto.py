@@ -260,7 +260,18 @@ class Worker:
     _first_at: dict[int, float] = field(default_factory=dict)
     _srtt: float | None = None
     _rttvar: float = 0.0
-    _cwnd: float = 2.0
+    # the congestion window: chunks in flight at most (up to `inflight`); it opens by about
+    # one chunk per round trip and, on ECN echoes, is cut DCTCP-style once per window of
+    # results by alpha / 2, alpha the smoothed share of echoed results (`ecn_gain` a window;
+    # 1.0 at first, as Linux's DCTCP starts, so the first mark halves it). Public, so a
+    # stream that goes on in a new Worker (the next iteration) keeps what it learnt.
+    cwnd: float = 2.0
+    alpha: float = 1.0
+    ecn_gain: float = 1.0 / 16
+    marks: int = 0         # RESULTs that echoed a CE mark
+    cuts: int = 0          # windows that ended with a cut
+    _window_results: int = 0
+    _window_marked: int = 0
     # the newest chunk answered: by FIFO, every older chunk's packet from this worker has
     # left the network (merged, or lost and to be asked for), so only newer ones are in flight
     _newest: int = -1
@@ -333,7 +344,7 @@ class Worker:
         out += self._send_asked(now)
         limit = self._low + self.window
         while (self._next < len(self.chunks) and self._next < limit
-               and self.in_flight < int(self._cwnd)):
+               and self.in_flight < int(self.cwnd)):
             i = self._next
             self._next += 1
             self._deadline[i] = now + self.rto
@@ -373,12 +384,28 @@ class Worker:
         # of the whole window would time out on its own queueing delay
         self._newest = max(self._newest, i)
         cap = self.window if self.inflight is None else self.inflight
-        self._cwnd = min(float(cap), self._cwnd + 1 / self._cwnd)
+        self.cwnd = min(float(cap), self.cwnd + 1 / self.cwnd)
+        self._react(pkt.ece)
         if self._tries.get(i) == 0:  # Karn: only unambiguous samples
             self._sample(now - self._sent_at[i])
         self._deadline.pop(i, None)
         while self._low in self.results:
             self._low += 1
+
+    def _react(self, marked: bool) -> None:
+        """DCTCP's reaction to the echoed marks: once a window's worth of results has come,
+        fold its marked share into alpha and, if any was marked, cut the window by alpha/2."""
+        self.marks += marked
+        self._window_results += 1
+        self._window_marked += marked
+        if self._window_results < max(1, int(self.cwnd)):
+            return
+        share = self._window_marked / self._window_results
+        self.alpha = (1 - self.ecn_gain) * self.alpha + self.ecn_gain * share
+        if self._window_marked:
+            self.cwnd = max(1.0, self.cwnd * (1 - self.alpha / 2))
+            self.cuts += 1
+        self._window_results = self._window_marked = 0
 
     def _send_asked(self, now: float) -> list[AggPacket]:
         """The chunks asked for go now; their timer restarts without backoff (a request says
@@ -622,7 +649,7 @@ class Destination:
                                                                              AggPacket]]:
         i = (pkt.chunk - self.first_chunk) & _MASK32
         res = result_packet(pkt, st.bitmap, st.count, st.values, st.overflow,
-                            behind=max(0, i - self._low))
+                            behind=max(0, i - self._low), ece=st.ce)
         return [(w, res) for w in range(self.workers) if bitmap >> w & 1]
 
     def sums(self) -> list[tuple[int, ...]]:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from innet.aggpacket import ECT0
+
 DATA_PORT = 50001
 MAGIC = 0x1CA5
 KIND_DATA, KIND_END, KIND_ACK, KIND_ECHO = 0, 1, 2, 3
@@ -37,7 +39,6 @@ ARRIVED = struct.Struct("!d")  # after an ACK's header: when the first END arriv
 SO_TIMESTAMPNS = 35
 _TIMESPEC = struct.Struct("@qq")
 PAYLOAD_BYTES = 1000
-ECT0 = 0x02
 DRIFT_TOLERANCE = 0.05
 ECHO_EVERY = 4  # the receiver echoes CE counts every this many data packets of a flow
 WINDOW_S = 0.010  # the sender's congestion window: one rate decision per 10 ms (default)
