@@ -81,3 +81,23 @@ def test_an_untracked_switch_is_refused(topo: Topology) -> None:
     bad = replace(one, running=(replace(one.running[0], untracked=("sp1",)),))
     with pytest.raises(InputError, match="without a slot range"):
         cluster_intent(bad)
+
+
+def test_results_go_down_the_jobs_own_tree_not_the_unicast_routes(topo: Topology) -> None:
+    """With two spines the unicast route from l1 to h5 may leave by the other spine than the
+    one the job's tree goes up through; the RESULT multicast must follow the tree, or the
+    spine it reaches has no group for the job and the far workers never get a sum (seen on
+    BMv2: a job on h1..h7 stalled at its first window)."""
+    from innet.plan.intent import Workload, plan_job
+
+    jp = plan_job(topo, Workload(1, "h1", ("h2", "h3", "h4", "h5", "h6", "h7")),
+                  blue=("l1", "l2"))
+    intent = network_intent(topo, [jp])
+    groups = {s: [r.port for g in gs for r in g.replicas]
+              for s, gs in intent.replication().items() if gs}
+    up = {s: jp.tree.ids[int(jp.tree.parent[jp.tree.index[s]])] for s in jp.tree.ids[1:]}
+    spine = up["l2"]
+    port_to = {far.node: link.end("l1").port for link, far in topo.neighbours("l1")}
+    assert groups["l1"] == sorted([port_to["h2"], port_to["h3"], port_to["h4"],
+                                   port_to[spine]])
+    assert set(groups) == {"l1", spine, "l2"}

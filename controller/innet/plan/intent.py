@@ -387,6 +387,18 @@ def allocate_slots(demand: Mapping[int, int], held: Mapping[int, tuple[int, int]
     return bases
 
 
+def result_ports(topo: Topology, jp: JobPlan, switch: str) -> tuple[int, ...]:
+    """Ports of `switch` its job's RESULTs leave by: down the job's own tree, to its child
+    switches and the workers attached to it. Not the unicast routes toward the workers: with
+    several equal paths (two spines) the route to a worker may leave by another spine than
+    the tree's, whose switch has no group for the job and drops the RESULT."""
+    t = jp.tree
+    down = {t.ids[c] for c in t.children[t.index[switch]]}
+    down |= set(jp.workers_at.get(switch, ()))
+    ports = {link.end(switch).port for link, far in topo.neighbours(switch) if far.node in down}
+    return tuple(sorted(p for p in ports if p is not None))
+
+
 def network_intent(topo: Topology, jobs: Sequence[JobPlan],
                    ecn_threshold: int | None = DEFAULT_ECN_THRESHOLD, *,
                    held: Held | None = None, drop_probability: float = 0.0) -> NetworkIntent:
@@ -410,11 +422,9 @@ def network_intent(topo: Topology, jobs: Sequence[JobPlan],
             workers = jp.subtree_workers(s)
             if not workers:  # a blue switch with no load below sends nothing: no entry
                 continue
-            port_of = {r.host: r.port for r in all_routes[s]}
-            ports = tuple(sorted({port_of[w] for w in workers if w in port_of}))
             roles[s].append(AggRole(jp.workload.job, sum(jp.workload.bit(w) for w in workers),
                                     0, jp.fan_in(s), workers, jp.workload.slots, s in blue,
-                                    ports))
+                                    result_ports(topo, jp, s)))
     for s, rs in roles.items():
         bases = allocate_slots({r.job: r.slots for r in rs}, (held or {}).get(s), switch=s)
         roles[s] = [replace(r, slot_base=bases[r.job]) for r in rs]
