@@ -18,6 +18,7 @@ from innet.emulation.control import LiveNetwork
 from innet.errors import InputError
 from innet.p4rt.deploy import SwitchDeploy, diff, diff_replication
 from innet.p4rt.entities import Entry, MulticastGroup
+from innet.plan.cluster import Admission
 from innet.plan.intent import IntentOptions, build_intent
 from innet.plan.jobintent import intent_changes
 from innet.topology import Topology, load_topology
@@ -47,6 +48,26 @@ class FakeNetwork:
         return out
 
 
+class ScriptedRun:
+    """A job's processes as the test scripts them: running until told how they ended."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+        self.ended: tuple[str, str | None] | None = None
+        self.iterations = 0
+        self.stopped = False
+
+    def outcome(self) -> tuple[str, str | None] | None:
+        return self.ended
+
+    def stats(self) -> dict[str, Any]:
+        return {"iterations_done": self.iterations, "mean_iteration_ms": 100.0,
+                "marks": 0, "retransmissions": 0, "sums_exact": True}
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
 @pytest.fixture
 def topo() -> Topology:
     return load_topology(LEAFSPINE)
@@ -55,7 +76,16 @@ def topo() -> Topology:
 def up(topo: Topology, options: IntentOptions | None = None) -> LiveNetwork:
     intent = build_intent(options or IntentOptions(), topo)
     fake = FakeNetwork(intent.entries(), intent.replication())
-    return LiveNetwork(topo, fake, intent, options or IntentOptions())  # type: ignore[arg-type]
+    runs: dict[str, ScriptedRun] = {}
+
+    def launch(a: Admission) -> ScriptedRun:
+        runs[a.name] = ScriptedRun(a)
+        return runs[a.name]
+
+    net = LiveNetwork(topo, fake, intent, options or IntentOptions(),  # type: ignore[arg-type]
+                      launch=launch)
+    net.runs = runs  # type: ignore[attr-defined]
+    return net
 
 
 def submit(net: LiveNetwork, name: str, workers: Any = 6, **extra: Any) -> dict[str, Any]:
@@ -70,7 +100,7 @@ def listed(net: LiveNetwork) -> dict[str, dict[str, Any]]:
 def test_jobs_are_admitted_queued_and_released(topo: Topology) -> None:
     net = up(topo)
     a = submit(net, "a")
-    assert a["state"] == "admitted" and a["policy"] == "soar+cassini" and a["writes"] > 0
+    assert a["state"] == "running" and a["policy"] == "soar+cassini" and a["writes"] > 0
     before = net.intent
     b = submit(net, "b")
     # b wrote only its own entries and group: as many as the intents differ, on its tree
@@ -80,19 +110,64 @@ def test_jobs_are_admitted_queued_and_released(topo: Topology) -> None:
     c = submit(net, "c", workers=10)  # 11 hosts; 10 are free
     assert c["state"] == "queued" and "no free hosts" in c["why"]
     rows = listed(net)
-    assert [rows[n]["state"] for n in "abc"] == ["admitted", "admitted", "queued"]
-    assert rows["a"]["iterations_done"] == 0 and rows["a"]["mean_iteration_ms"] is None
-    assert rows["a"]["marks"] is None and rows["a"]["sums_exact"] is None
+    assert [rows[n]["state"] for n in "abc"] == ["running", "running", "queued"]
+    assert rows["c"]["iterations_done"] == 0 and rows["c"]["mean_iteration_ms"] is None
+    assert rows["c"]["marks"] is None and rows["c"]["sums_exact"] is None
+    assert rows["a"]["sums_exact"] is True  # what its processes report
     assert rows["b"]["blue"] and rows["b"]["shift_ms"] is not None
     gone = net.handle({"op": "job_cancel", "name": "a"})
     assert gone["cancelled"]["state"] == "cancelled" and gone["admitted"] == ["c"]
+    assert net.runs["a"].stopped  # type: ignore[attr-defined]
     rows = listed(net)
-    assert rows["c"]["state"] == "admitted" and rows["c"]["why"] is None
+    assert rows["c"]["state"] == "running" and rows["c"]["why"] is None
     assert rows["a"]["release_writes"] > 0
     fake = net.cn
     assert isinstance(fake, FakeNetwork)
     assert fake.entries == {s: tuple(es) for s, es in net.intent.entries().items()}
     assert {j.workload.job for j in net.intent.jobs} == {rows["b"]["job"], rows["c"]["job"]}
+
+
+def test_a_job_that_ends_releases_its_room_to_the_queue(topo: Topology) -> None:
+    """The monitor's tick: a job whose processes ended is done (or failed, saying why), its
+    entries and group are gone from the switches, its figures stay in the list, and the
+    queued job that needed its hosts starts."""
+    net = up(topo)
+    submit(net, "a")
+    submit(net, "b")
+    submit(net, "c", workers=10)
+    runs = net.runs  # type: ignore[attr-defined]
+    assert net.jobs.tick() == []  # nothing ended yet
+    runs["a"].iterations = 20
+    runs["a"].ended = ("done", None)
+    assert net.jobs.tick() == ["c"]
+    rows = listed(net)
+    assert rows["a"]["state"] == "done" and rows["a"]["iterations_done"] == 20
+    assert rows["a"]["release_writes"] > 0 and runs["a"].stopped
+    assert rows["c"]["state"] == "running"
+    runs["b"].ended = ("failed", "worker h9's agent died (exit -9) before the end")
+    net.jobs.tick()
+    rows = listed(net)
+    assert rows["b"]["state"] == "failed" and "h9" in rows["b"]["why"]
+    fake = net.cn
+    assert isinstance(fake, FakeNetwork)
+    assert fake.entries == {s: tuple(es) for s, es in net.intent.entries().items()}
+    assert {j.workload.job for j in net.intent.jobs} == {rows["c"]["job"]}
+    net.close()
+    assert listed(net)["c"]["state"] == "cancelled" and runs["c"].stopped
+
+
+def test_a_job_whose_processes_do_not_start_fails_and_is_released(topo: Topology) -> None:
+    intent = build_intent(IntentOptions(), topo)
+    fake = FakeNetwork(intent.entries(), intent.replication())
+
+    def launch(a: Admission) -> ScriptedRun:
+        raise RuntimeError("the destination did not start")
+
+    net = LiveNetwork(topo, fake, intent, IntentOptions(),  # type: ignore[arg-type]
+                      launch=launch)
+    row = submit(net, "a")
+    assert row["state"] == "failed" and "did not start" in row["why"]
+    assert fake.entries == {s: tuple(es) for s, es in intent.entries().items()}
 
 
 def test_cancelling_a_queued_job_takes_it_off_the_queue(topo: Topology) -> None:
@@ -102,10 +177,10 @@ def test_cancelling_a_queued_job_takes_it_off_the_queue(topo: Topology) -> None:
     assert queued["state"] == "queued"
     assert net.handle({"op": "job_cancel", "name": "late"})["admitted"] == []
     assert listed(net)["late"]["state"] == "cancelled"
-    with pytest.raises(InputError, match="no queued or admitted job"):
+    with pytest.raises(InputError, match="no queued or running job"):
         net.handle({"op": "job_cancel", "name": "late"})
     again = submit(net, "late", workers=2)  # a cancelled name may be used again
-    assert again["state"] == "admitted"
+    assert again["state"] == "running"
 
 
 def test_a_default_name_and_bad_requests(topo: Topology) -> None:
@@ -113,7 +188,7 @@ def test_a_default_name_and_bad_requests(topo: Topology) -> None:
     first = net.handle({"op": "job_submit", "job": {"model": "vgg19", "workers": 2,
                                                     "iterations": 3}, "policy": "base"})
     assert first["name"] == "vgg19-1" and first["blue"] == [] and first["shift_ms"] == 0.0
-    with pytest.raises(InputError, match="already admitted"):
+    with pytest.raises(InputError, match="already running"):
         submit(net, "vgg19-1")
     with pytest.raises(InputError, match="unknown job field"):
         submit(net, "x", gpus=3)
@@ -146,7 +221,7 @@ def test_a_profile_file_gives_the_job_its_profile(topo: Topology) -> None:
     jobs = ROOT / "examples" / "jobs-4-leafspine.json"
     row = net.handle({"op": "job_submit", "policy": "soar",
                       "job": {"profile_file": str(jobs), "workers": 3, "iterations": 2}})
-    assert row["state"] == "admitted" and row["shift_ms"] == 0.0 and row["name"].endswith("-1")
+    assert row["state"] == "running" and row["shift_ms"] == 0.0 and row["name"].endswith("-1")
     with pytest.raises(InputError, match="one of them"):
         net.handle({"op": "job_submit", "job": {"model": "VGG19", "profile_file": str(jobs),
                                                 "workers": 3, "iterations": 2}})
@@ -174,13 +249,13 @@ def test_the_commands_reach_the_network_over_its_socket(
     assert main(["job", "submit", "--model", "VGG19", "--workers", "6", "--iterations", "20",
                  "--name", "a"]) == 0
     line = capsys.readouterr().out
-    assert line.startswith("job a admitted: destination h") and "writes" in line
+    assert line.startswith("job a running: destination h") and "writes" in line
     assert main(["job", "submit", "--model", "VGG19", "--workers", "20", "--iterations", "2",
                  "--name", "big", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"] == "queued"
     assert main(["job", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["jobs"]
-    assert [(r["name"], r["state"]) for r in rows] == [("a", "admitted"), ("big", "queued")]
+    assert [(r["name"], r["state"]) for r in rows] == [("a", "running"), ("big", "queued")]
     assert main(["job", "list"]) == 0
     assert "no free hosts" in capsys.readouterr().out
     assert main(["job", "cancel", "a"]) == 0
@@ -188,7 +263,7 @@ def test_the_commands_reach_the_network_over_its_socket(
         f"job a cancelled; released with {served.jobs.records['a'].release_writes} writes",
         "job big admitted from the queue"]
     assert main(["job", "cancel", "a"]) == 2
-    assert "no queued or admitted job 'a'" in capsys.readouterr().err
+    assert "no queued or running job 'a'" in capsys.readouterr().err
 
 
 def test_without_a_network_the_commands_say_how_to_start_one(

@@ -9,8 +9,9 @@ import json
 import sys
 from pathlib import Path
 
+from innet.aggpacket import ECT0
 from innet.cli.outpaths import output_file
-from innet.emulation.agent import ECT0, WINDOW_S, Phase, SenderSettings, receive, send
+from innet.emulation.agent import WINDOW_S, Phase, SenderSettings, receive, send
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,8 @@
 Each command is one request over the running network's control socket (innet.emulation.live),
 answered by its own controller (innet.emulation.control); the `innet>` prompt sends the same
 requests without the socket (`job ...`, `jobs`). Admission is the pure joint plan of
-innet.plan.cluster (docs/cluster-planner.md). No traffic runs yet: a job is queued, admitted
-(its entries installed) or cancelled; iterations_done is 0 and the measured fields are null.
+innet.plan.cluster (docs/cluster-planner.md). Once installed, a job runs: its hosts' agents
+aggregate each iteration's gradient through the switches (innet.emulation.jobagent).
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from innet.jsonout import print_json
 from innet.plan.cluster import POLICIES
 from innet.table import format_table
 
-TRAFFIC_NOTE = ("No traffic agents run yet: an admitted job holds its entries, groups and "
-                "slot cells but sends nothing, so iterations_done is 0 and mean_iteration_ms, "
-                "marks and sums_exact are null.")
+TRAFFIC_NOTE = ("A job runs once installed: every worker computes for the profile's compute "
+                "time and aggregates its iteration's gradient through the switches (ECT(0), "
+                "cutting its window on echoed CE marks), on CASSINI's grid (the network's "
+                "epoch + shift + i x T, the profile's times 4x slower on BMv2). When its "
+                "iterations end, or it fails, its entries, group and cells are released and "
+                "the queue is admitted.")
 
 
 def register(sub: Any) -> None:
@@ -41,7 +44,8 @@ def register(sub: Any) -> None:
     add_submit(jsub)
     ls = jsub.add_parser("list", help="every job: state, hosts, blue switches, shift, writes",
                          description="Every job the network knows, in submission order. "
-                                     "States: queued (with why), admitted, cancelled. "
+                                     "States: queued (with why), running, done, failed "
+                                     "(with why), cancelled. "
                                      + TRAFFIC_NOTE)
     add_json(ls, 'print {"jobs": [{"name", "state", "hosts", "blue", "shift_ms", '
                  '"iterations", "iterations_done", "mean_iteration_ms", "marks", "writes", '
@@ -69,8 +73,9 @@ def add_submit_options(p: Any) -> None:
     p.add_argument("--iterations", type=int_in(1, 10**9), required=True,
                    help="iterations to train")
     p.add_argument("--values", type=int_in(1, 10**12), default=None,
-                   help="gradient values per iteration (default 2048: 64 chunks of 32); for "
-                        "now it only weighs the job's link demands")
+                   help="gradient values per iteration (default: the profile's volume at the "
+                        "emulation's scale, 800 packets/s for the slowest link: 2,016 for "
+                        "VGG19)")
     p.add_argument("--name", default=None, help="the job's name (default MODEL-N)")
     p.add_argument("--policy", choices=POLICIES, default="soar+cassini",
                    help="which parts of the joint plan apply (default soar+cassini)")
@@ -137,10 +142,15 @@ def jobs_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no jobs (innet job submit --model VGG19 --workers 6 --iterations 20)"
     return format_table(
-        ["job", "state", "hosts", "blue", "shift ms", "iterations", "done", "writes", "why"],
+        ["job", "state", "hosts", "blue", "shift ms", "done", "mean ms", "marks", "exact",
+         "writes", "why"],
         [[r["name"], r["state"], " ".join(r["hosts"]), " ".join(r["blue"]) or "-",
-          "-" if r["shift_ms"] is None else f"{r['shift_ms']:g}", r["iterations"],
-          r["iterations_done"], r["writes"], r["why"] or ""] for r in rows])
+          "-" if r["shift_ms"] is None else f"{r['shift_ms']:g}",
+          f"{r['iterations_done']}/{r['iterations']}",
+          "-" if r["mean_iteration_ms"] is None else f"{r['mean_iteration_ms']:.0f}",
+          "-" if r["marks"] is None else r["marks"],
+          "-" if r["sums_exact"] is None else ("yes" if r["sums_exact"] else "NO"),
+          r["writes"], r["why"] or ""] for r in rows])
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

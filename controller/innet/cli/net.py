@@ -132,8 +132,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         with live.claimed(record), _made(out), controlled_network(
                 topo, out, entries, replication=groups, setup=setup, pcap=args.pcap,
                 pipeline=own.pipeline if own else None) as cn:
-            state = LiveNetwork(topo, cn, intent, options, own, args.program)
+            state = LiveNetwork(topo, cn, intent, options, own, args.program, out)
             server = live.ControlServer(Path(record.control), state.handle)
+            state.start_monitor()
             try:
                 _announce(state, out)
                 if args.no_cli:
@@ -142,6 +143,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                     _prompt(state)
             finally:
                 server.close()
+                state.close()
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     print("innet net: stopped; everything it started is gone", file=sys.stderr)

@@ -88,7 +88,7 @@ class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
 
     def do_job(self, line: str) -> None:
         """job submit --model M --workers W --iterations N [--policy P] [-k K] [--name N] |
-        job list | job cancel NAME: jobs on this network (no traffic yet)."""
+        job list | job cancel NAME: jobs on this network (each runs once installed)."""
         words = shlex.split(line)
         if words[:1] == ["submit"]:
             print(job_line(self.live.handle(prompt_submit(words[1:]))))

@@ -182,7 +182,8 @@ def send(settings: SenderSettings, out: Path) -> dict[str, Any]:
             records.append({"iteration": i, "start": start, "sent": sent,
                             "iteration_ms": 1000 * max(finished, 0.0), "acked": acked,
                             "rate_cuts": sender.cuts - cuts_before, "lowest_rate": lowest})
-            start, moved = _next_start(s, origin, start, finished)
+            start, moved = next_start(s.period, s.grid, origin, start, finished, s.realign,
+                                      s.budget_pct)
             realigned += moved
     finally:
         sender.sock.close()
@@ -277,20 +278,22 @@ class _Sender:
         return time.time(), False
 
 
-def _next_start(s: SenderSettings, origin: float, start: float, finished: float
-                ) -> tuple[float, bool]:
+def next_start(period: float, grid: float, origin: float, start: float, finished: float,
+               realign: bool = True, budget_pct: float = 100.0) -> tuple[float, bool]:
     """When the next iteration starts after one that began at `start` and took `finished`
-    seconds, and whether it waits to be back on the grid of its interleaving."""
-    next_start = start + s.period
+    seconds, and whether it waits to be back on the grid of its interleaving (points
+    origin + m x `grid`): a late iteration more than 5% of the `period` off the grid waits
+    for its next point if that wait is at most `budget_pct`% of the period."""
+    following = start + period
     end = start + finished
-    if end <= next_start:
-        return next_start, False
-    late = (end - origin) % s.grid
-    if s.grid - late < 1e-6:
+    if end <= following:
+        return following, False
+    late = (end - origin) % grid
+    if grid - late < 1e-6:
         late = 0.0
-    if (s.realign and late > DRIFT_TOLERANCE * s.period
-            and s.grid - late <= s.budget_pct / 100 * s.period + 1e-9):
-        return end + (s.grid - late), True
+    if (realign and late > DRIFT_TOLERANCE * period
+            and grid - late <= budget_pct / 100 * period + 1e-9):
+        return end + (grid - late), True
     return end, False
 
 

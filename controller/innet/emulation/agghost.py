@@ -31,10 +31,12 @@ from innet.aggproto import Destination, Worker
 MAX_ABS = 1.0  # the tensors' values lie in [-1, 1]: the bound the scale is chosen for
 
 
-def worker_tensor(seed: int, job: int, worker: int, values: int, workers: int
-                  ) -> npt.NDArray[np.int64]:
-    """Worker `worker`'s tensor in fixed point: uniform floats in [-1, 1] times the scale."""
-    rng = np.random.default_rng([seed, job, worker])
+def worker_tensor(seed: int, job: int, worker: int, values: int, workers: int,
+                  iteration: int | None = None) -> npt.NDArray[np.int64]:
+    """Worker `worker`'s tensor in fixed point: uniform floats in [-1, 1] times the scale
+    (`iteration`: a job's gradient of that iteration, each one new)."""
+    key = [seed, job, worker] + ([] if iteration is None else [iteration])
+    rng = np.random.default_rng(key)
     floats = rng.uniform(-MAX_ABS, MAX_ABS, values)
     scale = ap.fixed_point_scale(MAX_ABS, workers)
     return np.rint(floats * scale).astype(np.int64)
@@ -52,9 +54,11 @@ def digest(sums: Iterable[Sequence[int]]) -> str:
     return h.hexdigest()
 
 
-def expected_digest(seed: int, job: int, workers: int, values: int) -> str:
+def expected_digest(seed: int, job: int, workers: int, values: int,
+                    iteration: int | None = None) -> str:
     """What every worker and the destination must end with: the host-side fixed-point sum."""
-    total = sum(worker_tensor(seed, job, i, values, workers) for i in range(workers))
+    total = sum(worker_tensor(seed, job, i, values, workers, iteration)
+                for i in range(workers))
     assert isinstance(total, np.ndarray)
     assert int(np.abs(total).max(initial=0)) <= ap.INT32_MAX  # the scale's promise
     return digest(chunks_of(total))
@@ -148,7 +152,7 @@ def run_worker(settings: WorkerSettings) -> dict[str, Any]:
     time.sleep(max(0.0, s.start_at - time.time()))
     start = time.time()
     try:
-        _stream(w, sock, s.dest, s.stall_timeout)
+        stream(w, sock, s.dest, s.stall_timeout)
     finally:
         sock.close()
     end = time.time()
@@ -165,7 +169,7 @@ def run_worker(settings: WorkerSettings) -> dict[str, Any]:
             "digest": digest(sums)}
 
 
-def _stream(w: Worker, sock: Any, dest: str, stall_timeout: float) -> None:
+def stream(w: Worker, sock: Any, dest: str, stall_timeout: float) -> None:
     """Send what the worker's window allows and take in RESULTs until every chunk has its
     sum, or until no RESULT came for `stall_timeout` seconds (a network that stopped): not
     after a fixed time, since a long stream at heavy loss takes as long as it takes."""

@@ -12,17 +12,25 @@ switch read back against the intent).
 A network runs either a `--workload` plan (deploy) or admitted jobs (job submit), never
 both: each is refused while the other holds the switches, since both would own job ids and
 slot cells.
+
+Jobs end on their own: `start_monitor` runs a thread that, every `MONITOR_S`, lets the job
+desk end the jobs whose processes ended and admit the queued ones. Requests and the monitor
+take one lock, since both move the same controller.
 """
 
 from __future__ import annotations
 
+import tempfile
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from innet.bmv2.own_program import OwnProgram
 from innet.bmv2.thrift import run_cli
 from innet.emulation.experiment import ControlledNetwork
-from innet.emulation.jobs import DEFAULT_POLICY, Installed, JobDesk, job_request
+from innet.emulation.jobrun import JobLauncher, RunScale
+from innet.emulation.jobs import DEFAULT_POLICY, Installed, JobDesk, Launch, job_request
 from innet.errors import InputError
 from innet.p4rt.deploy import SwitchDeploy, diff, diff_replication
 from innet.plan.cluster import ClusterState
@@ -30,6 +38,8 @@ from innet.plan.intent import IntentOptions, NetworkIntent, build_intent, held_s
 from innet.plan.jobintent import cluster_intent
 from innet.soar.model import phi
 from innet.topology import Topology
+
+MONITOR_S = 0.5
 
 
 @dataclass
@@ -42,10 +52,38 @@ class LiveNetwork:
     options: IntentOptions  # as last deployed
     own: OwnProgram | None = None  # --program: a user's program and its runtime files
     program: str | None = None  # that program's file, as the user named it
+    folder: Path | None = None  # the run folder: jobs' files go to its jobs/
+    scale: RunScale = field(default_factory=RunScale)
+    launch: Launch | None = None  # None: the jobs' processes on the network's hosts
     jobs: JobDesk = field(init=False)
+    lock: threading.RLock = field(init=False, default_factory=threading.RLock)
+    _stop: threading.Event = field(init=False, default_factory=threading.Event)
+    _monitor: threading.Thread | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.jobs = JobDesk(ClusterState(self.topo), self.install_jobs)
+        launch = self.launch
+        if launch is None:
+            folder = self.folder or Path(tempfile.mkdtemp(prefix="innet-jobs-"))
+            launch = JobLauncher(self.cn, self.topo, folder / "jobs", self.scale).start
+        self.jobs = JobDesk(ClusterState(self.topo), self.install_jobs, launch)
+
+    def start_monitor(self) -> None:
+        """End finished jobs and admit queued ones every MONITOR_S, until `close`."""
+        self._monitor = threading.Thread(target=self._watch, name="innet-jobs", daemon=True)
+        self._monitor.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(MONITOR_S):
+            with self.lock:
+                self.jobs.tick()
+
+    def close(self) -> None:
+        """The monitor stopped and every job's processes with it (before the hosts go)."""
+        self._stop.set()
+        if self._monitor is not None:
+            self._monitor.join()
+        with self.lock:
+            self.jobs.shutdown()
 
     def plan_text(self) -> str:
         if self.own is not None:
@@ -84,6 +122,10 @@ class LiveNetwork:
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         """One request of the control socket; bad ones raise InputError (exit 2 there)."""
+        with self.lock:
+            return self.answer(request)
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "deploy":
             return self.deploy(IntentOptions.from_json(request.get("options"), self.options,
@@ -109,7 +151,7 @@ class LiveNetwork:
                 raise InputError("job_cancel takes the job's name")
             return self.jobs.cancel(name)
         self.check_jobs_allowed()
-        job, model = job_request(request.get("job"), self.topo, self.jobs.records)
+        job, model = job_request(request.get("job"), self.topo, self.jobs.records, self.scale)
         return self.jobs.submit(job, str(request.get("policy") or DEFAULT_POLICY), model)
 
     def check_jobs_allowed(self) -> None:

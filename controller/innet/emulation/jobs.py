@@ -4,8 +4,11 @@
 (the admitted jobs), the queue of jobs that wait (arrival order) and one `JobRecord` per
 job. It plans with the pure `innet.plan.cluster.admit` and hands the resulting cluster
 state to `install`, which moves the switches (through the network's reconciling controller,
-only the difference) and says how many writes that took. No traffic runs yet: a job is
-`queued`, `admitted` (installed, no traffic) or `cancelled` (docs/cluster-planner.md).
+only the difference) and says how many writes that took; then `launch` starts the job's
+processes on its hosts (innet.emulation.jobrun). A job is `queued`, `running`, `done`,
+`failed` or `cancelled`; `tick` (the network's monitor calls it) ends the jobs whose
+processes ended, releases their entries, groups and cells, and admits the queued jobs that
+now fit, in arrival order (docs/cluster-planner.md).
 """
 
 from __future__ import annotations
@@ -14,16 +17,16 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from innet.aggpacket import DEFAULT_JOB_SLOTS, VECTOR_LEN
+from innet.aggpacket import DEFAULT_JOB_SLOTS
 from innet.cassini.model.profiles import JOB_NAME, JobProfile, load_jobs, zoo_job
+from innet.emulation.jobrun import RunScale
 from innet.errors import InputError, quote
 from innet.plan.cluster import POLICIES, Admission, ClusterState, JobRequest, Wait, admit
 from innet.topology import Topology
 
 DEFAULT_POLICY = "soar+cassini"
-DEFAULT_VALUES = 64 * VECTOR_LEN  # 64 chunks an iteration: only weighs link demands for now
 DEFAULT_K = 4
 JOB_FIELDS = {"name", "model", "profile_file", "workers", "iterations", "values", "k", "slots"}
 
@@ -39,6 +42,25 @@ class Installed:
 Install = Callable[[ClusterState], Installed]
 
 
+class JobRun(Protocol):
+    """A job's processes as the desk sees them (innet.emulation.jobrun.AgentRun)."""
+
+    def outcome(self) -> tuple[str, str | None] | None:
+        """None while it runs; ("done", None) or ("failed", why) once it ended."""
+
+    def stats(self) -> dict[str, Any]:
+        """iterations_done, mean_iteration_ms, marks, retransmissions, sums_exact, ..."""
+
+    def stop(self) -> None:
+        """Every process of the job ended."""
+
+
+Launch = Callable[[Admission], JobRun]
+ENDED = ("done", "failed", "cancelled")
+NO_TRAFFIC = {"iterations_done": 0, "mean_iteration_ms": None, "marks": None,
+              "retransmissions": None, "sums_exact": None}
+
+
 @dataclass
 class JobRecord:
     """One job as `job list` shows it: its request, state, plan once admitted, its writes."""
@@ -52,13 +74,17 @@ class JobRecord:
     release_writes: int = 0  # what releasing it wrote
     switches: Mapping[str, str] = field(default_factory=dict)
     why: str | None = None
+    run: JobRun | None = None
+    stats: dict[str, Any] = field(default_factory=lambda: dict(NO_TRAFFIC))
 
     @property
     def name(self) -> str:
         return self.request.name
 
     def to_dict(self) -> dict[str, Any]:
-        """The `job list --json` row; the traffic fields stay empty until agents run jobs."""
+        """The `job list --json` row (traffic fields empty until its processes report)."""
+        if self.run is not None and self.state == "running":
+            self.stats = self.run.stats()
         a = self.admission
         return {"name": self.name, "state": self.state, "policy": self.policy,
                 "model": self.model, "workers": self.request.workers,
@@ -67,9 +93,8 @@ class JobRecord:
                 "slots": self.request.slots,
                 "slot_bases": dict(a.slot_bases) if a else {},
                 "phi": a.phi if a else None,
-                "iterations": self.request.iterations, "iterations_done": 0,
-                "mean_iteration_ms": None, "marks": None, "sums_exact": None,
-                "writes": self.writes, "release_writes": self.release_writes,
+                "iterations": self.request.iterations, "values": self.request.values,
+                **self.stats, "writes": self.writes, "release_writes": self.release_writes,
                 "switches": dict(self.switches), "why": self.why}
 
 
@@ -79,11 +104,12 @@ class JobDesk:
 
     state: ClusterState
     install: Install
+    launch: Launch
     records: dict[str, JobRecord] = field(default_factory=dict)
 
     def active(self) -> list[str]:
-        """Jobs that are admitted or queued (what a --workload deploy would fight with)."""
-        return [r.name for r in self.records.values() if r.state in ("queued", "admitted")]
+        """Jobs that run or wait (what a --workload deploy would fight with)."""
+        return [r.name for r in self.records.values() if r.state not in ENDED]
 
     def queue(self) -> list[JobRecord]:
         return [r for r in self.records.values() if r.state == "queued"]
@@ -91,7 +117,7 @@ class JobDesk:
     def submit(self, request: JobRequest, policy: str, model: str) -> dict[str, Any]:
         """Admit the job now (installing its difference) or queue it with the reason."""
         old = self.records.get(request.name)
-        if old is not None and old.state != "cancelled":
+        if old is not None and old.state not in ENDED:
             raise InputError(f"job {quote(request.name)} is already {old.state}")
         if policy not in POLICIES:
             raise InputError(f"unknown policy {quote(policy)}; choose from "
@@ -110,35 +136,67 @@ class JobDesk:
             record.why = got.reason
             return False
         self.state = self.state.with_job(got)
-        record.state, record.admission, record.why = "admitted", got, None
+        record.state, record.admission, record.why = "running", got, None
         done = self.install(self.state)
         record.writes, record.switches = done.writes, dict(done.switches)
+        try:
+            record.run = self.launch(got)
+        except (OSError, RuntimeError) as exc:
+            self.end(record, "failed", f"its processes did not start: {exc}")
         return True
+
+    def end(self, record: JobRecord, state: str, why: str | None) -> list[str]:
+        """Stop a running job's processes, keep their last figures, release its entries,
+        groups and cells; then admit the queued jobs, in arrival order, that fit now."""
+        if record.run is not None:
+            record.run.stop()
+            record.stats = record.run.stats()
+        record.state, record.why = state, why
+        self.state = self.state.without(record.name)
+        record.release_writes = self.install(self.state).writes
+        return [r.name for r in self.queue() if self.try_admit(r)]
+
+    def tick(self) -> list[str]:
+        """End the jobs whose processes ended (done, or failed saying why); returns the
+        queued jobs that were admitted into the room they left."""
+        admitted: list[str] = []
+        for record in list(self.records.values()):
+            if record.state == "running" and record.run is not None:
+                got = record.run.outcome()
+                if got is not None:
+                    admitted += self.end(record, *got)
+        return admitted
+
+    def shutdown(self) -> None:
+        """Every running job's processes stopped (the network is going down)."""
+        for record in self.records.values():
+            if record.state == "running" and record.run is not None:
+                record.run.stop()
+                record.stats = record.run.stats()
+                record.state, record.why = "cancelled", "the network went down"
 
     def cancel(self, name: str) -> dict[str, Any]:
         """Release the job (entries, group, slot cells) or take it off the queue; then admit
         the queued jobs, in arrival order, that fit into the room it left."""
         record = self.records.get(name)
-        if record is None or record.state == "cancelled":
+        if record is None or record.state in ENDED:
             known = ", ".join(self.active()) or "none"
-            raise InputError(f"no queued or admitted job {quote(name)} (jobs: {known})")
-        was = record.state
-        record.state, record.why = "cancelled", None
+            raise InputError(f"no queued or running job {quote(name)} (jobs: {known})")
         admitted: list[str] = []
-        if was == "admitted":
-            self.state = self.state.without(name)
-            record.release_writes = self.install(self.state).writes
-            admitted = [r.name for r in self.queue() if self.try_admit(r)]
+        if record.state == "running":
+            admitted = self.end(record, "cancelled", None)
+        record.state, record.why = "cancelled", None
         return {"cancelled": record.to_dict(), "admitted": admitted}
 
     def listing(self) -> dict[str, Any]:
         return {"jobs": [r.to_dict() for r in self.records.values()]}
 
 
-def job_request(data: Any, topo: Topology, taken: Mapping[str, JobRecord]
-                ) -> tuple[JobRequest, str]:
+def job_request(data: Any, topo: Topology, taken: Mapping[str, JobRecord],
+                scale: RunScale | None = None) -> tuple[JobRequest, str]:
     """The job of a `job_submit` request, checked field by field; and its model's name.
-    `profile_file` is read here, at the edge (the front end sends it resolved)."""
+    `profile_file` is read here, at the edge (the front end sends it resolved). Values per
+    iteration default to the profile's volume at the run's scale."""
     if not isinstance(data, dict):
         raise InputError('a job is a JSON object {"model" or "profile_file", "workers", '
                          '"iterations", ...}')
@@ -151,7 +209,8 @@ def job_request(data: Any, topo: Topology, taken: Mapping[str, JobRecord]
     if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
         raise InputError(f"job name {quote(name)} is not a name (letters, digits, . _ + -)")
     ints: dict[str, int] = {}
-    for f, d in (("workers", None), ("iterations", None), ("values", DEFAULT_VALUES),
+    for f, d in (("workers", None), ("iterations", None),
+                 ("values", (scale or RunScale()).values(profile, topo)),
                  ("k", DEFAULT_K), ("slots", DEFAULT_JOB_SLOTS)):
         v = data.get(f, d)
         if isinstance(v, bool) or not isinstance(v, int):
