@@ -1,7 +1,9 @@
-"""Jobs on a network that is up (BMv2 in Mininet, the leaf-spine): a second job's admission
-writes only its own entries, `job list --json` shows where each runs, a cancel leaves every
-switch read back equal to the remaining jobs' intent, and a job queued for lack of hosts is
-admitted into the room the cancel left.
+"""Jobs on a network that is up (BMv2 in Mininet, the leaf-spine): two jobs, the second
+submitted while the first runs, both aggregate every iteration's gradient through the
+switches to the end with exact sums; the second's admission writes only its own entries and
+leaves the first's iterations as long as they were; `job list --json` shows where each ran
+and how; a cancel leaves every switch read back equal to the remaining jobs' intent, and a
+job queued for lack of hosts is admitted into the room the cancel left and runs.
 
 The machine's one-network record lives in the test's own folder (INNET_STATE_DIR), so a
 network someone runs by hand is neither seen nor touched."""
@@ -75,43 +77,84 @@ def intent_of(topo: Topology, rows: list[dict[str, Any]]) -> Any:
     return network_intent(topo, plans, held=held)
 
 
-def test_jobs_are_admitted_and_released_on_a_running_network(env: dict[str, str],
-                                                              tmp_path: Path) -> None:
+def progress(run: Path, name: str) -> list[list[dict[str, Any]]]:
+    """Every worker's iteration lines of job `name`, as its agents wrote them."""
+    return [[json.loads(x) for x in f.read_text().splitlines() if '"iteration"' in x]
+            for f in sorted((run / "jobs" / name).glob("progress-*.jsonl"))]
+
+
+def wait_jobs(env: dict[str, str], names: set[str], timeout: float) -> dict[str, Any]:
+    """The job list once none of `names` runs any more."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = {r["name"]: r for r in job(env, "list")["jobs"]}
+        if all(rows[n]["state"] != "running" for n in names):
+            return rows
+        if time.monotonic() > deadline:
+            pytest.fail(f"jobs still running after {timeout:g} s: {rows}")
+        time.sleep(1.0)
+
+
+def test_two_jobs_run_to_the_end_and_a_cancel_admits_the_queue(env: dict[str, str],
+                                                                tmp_path: Path) -> None:
+    """The live cluster's first promise: a job submitted while another runs writes only its
+    own entries and does not slow the first; both run every iteration with exact sums; a
+    cancel leaves the switches equal to the remaining jobs' intent and starts the queue."""
     topo = load_topology(LEAFSPINE)
-    log = tmp_path / "net-up.log"
+    log, run = tmp_path / "net-up.log", tmp_path / "run"
     with log.open("w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "net", "up", "--topology",
-                                 LEAFSPINE, "--no-cli", "--out", str(tmp_path / "run")],
+                                 LEAFSPINE, "--no-cli", "--out", str(run)],
                                 stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=ROOT)
     try:
         wait_for(log, READY, proc, SLOW)
         first = job(env, "submit", "--model", "VGG19", "--workers", "6", "--iterations",
                     "20", "--name", "first")
+        assert first["state"] == "running"
+        time.sleep(10)
+        admitted_at = time.time()
         second = job(env, "submit", "--model", "ResNet50", "--workers", "6",
                      "--iterations", "20", "--name", "second")
-        assert first["state"] == second["state"] == "admitted"
+        assert second["state"] == "running"
         changes = intent_changes(intent_of(topo, [first]), intent_of(topo, [first, second]))
         assert second["writes"] == sum(changes.values()) > 0
         assert set(second["switches"]) == set(changes)
-        waiting = job(env, "submit", "--model", "VGG19", "--workers", "12", "--iterations",
-                      "5", "--name", "waiting")
-        assert waiting["state"] == "queued" and "no free hosts" in waiting["why"]
-        rows = {r["name"]: r for r in job(env, "list")["jobs"]}
-        for name in ("first", "second"):
-            assert len(rows[name]["hosts"]) == 7 and rows[name]["blue"], rows[name]
-            assert rows[name]["shift_ms"] is not None and rows[name]["iterations_done"] == 0
-        cancelled = job(env, "cancel", "first")
-        assert cancelled["admitted"] == ["waiting"]
-        rows = {r["name"]: r for r in job(env, "list")["jobs"]}
-        assert [rows[n]["state"] for n in ("first", "second", "waiting")] == [
-            "cancelled", "admitted", "admitted"]
+        rows = wait_jobs(env, {"first", "second"}, 120)
+        for name, n in (("first", 20), ("second", 20)):
+            r = rows[name]
+            assert r["state"] == "done" and r["iterations_done"] == n, r
+            assert r["sums_exact"] is True and r["marks"] is not None, r
+            assert len(r["hosts"]) == 7 and r["blue"] and r["shift_ms"] is not None
+            assert r["mean_iteration_ms"] is not None
+        # the first job's iterations before and after the second's admission
+        lines = progress(run, "first")
+        slowest = [max(w[i]["iteration_ms"] for w in lines) for i in range(20)]
+        starts = [lines[0][i]["start"] for i in range(20)]
+        before = [d for d, t in zip(slowest, starts, strict=True) if t < admitted_at]
+        after = [d for d, t in zip(slowest, starts, strict=True) if t >= admitted_at]
+        assert before and after
+        mean_before, mean_after = sum(before) / len(before), sum(after) / len(after)
+        assert abs(mean_after - mean_before) < 0.1 * mean_before, (before, after)
         record = live.running(Path(env["INNET_STATE_DIR"]))
         assert record is not None
+        assert live.ask(record, {"op": "readback"})["equal"]  # released: routes only
+        big = job(env, "submit", "--model", "VGG19", "--workers", "12", "--iterations",
+                  "100000", "--name", "big")
+        waiting = job(env, "submit", "--model", "ResNet50", "--workers", "12",
+                      "--iterations", "3", "--name", "waiting")
+        assert big["state"] == "running"
+        assert waiting["state"] == "queued" and "no free hosts" in waiting["why"]
+        cancelled = job(env, "cancel", "big")
+        assert cancelled["admitted"] == ["waiting"]
         back = live.ask(record, {"op": "readback"})
         assert back["equal"], back["differ"]
-        remaining = intent_of(topo, [rows["second"], rows["waiting"]]).entries()
+        rows = {r["name"]: r for r in job(env, "list")["jobs"]}
+        remaining = intent_of(topo, [rows["waiting"]]).entries()
         assert back["entries"] == {s: len(es) for s, es in remaining.items()}
+        rows = wait_jobs(env, {"waiting"}, 60)
+        assert rows["waiting"]["state"] == "done" and rows["waiting"]["sums_exact"] is True
+        assert rows["big"]["state"] == "cancelled"
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
