@@ -160,3 +160,81 @@ def test_two_jobs_run_to_the_end_and_a_cancel_admits_the_queue(env: dict[str, st
             proc.send_signal(signal.SIGTERM)
         code = proc.wait(60)
     assert code == 0, log.read_text()
+
+
+def test_a_job_survives_a_switch_restarted_under_it(env: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    """A blue switch of a running job crashes (SIGKILL) and comes back blank: the controller
+    loads it again, the workers' timers and the destination's requests send again what it
+    held, and the job ends every iteration with exact sums, the switches equal to the
+    intent."""
+    log, run = tmp_path / "net-up.log", tmp_path / "run"
+    with log.open("w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "net", "up", "--topology",
+                                 LEAFSPINE, "--no-cli", "--out", str(run)],
+                                stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=ROOT)
+    try:
+        wait_for(log, READY, proc, SLOW)
+        row = job(env, "submit", "--model", "VGG19", "--workers", "6", "--iterations", "30",
+                  "--name", "steady")
+        assert row["state"] == "running" and row["blue"]
+        record = live.running(Path(env["INNET_STATE_DIR"]))
+        assert record is not None
+        deadline = time.monotonic() + 60
+        while job(env, "list")["jobs"][0]["iterations_done"] < 5:
+            assert time.monotonic() < deadline, job(env, "list")
+            time.sleep(0.5)
+        victim = row["blue"][0]
+        assert live.ask(record, {"op": "restart", "switch": victim}) == {"restarted": victim}
+        rows = wait_jobs(env, {"steady"}, 120)
+        steady = rows["steady"]
+        assert steady["state"] == "done" and steady["iterations_done"] == 30, steady
+        assert steady["sums_exact"] is True
+        assert live.ask(record, {"op": "readback"})["equal"]
+        text = (run / "logs" / "controller.log").read_text()
+        assert f"{victim}: program loaded again" in text
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    assert code == 0, log.read_text()
+
+
+def test_a_job_avoids_switches_whose_pool_is_full(env: dict[str, str], tmp_path: Path) -> None:
+    """A job that takes every cell of its switches' pools (256 slots) leaves no room on its
+    tree: the next job is placed where its whole tree has room, aggregates there while the
+    first runs, and ends with exact sums; the first's cancel leaves routes only."""
+    log, run = tmp_path / "net-up.log", tmp_path / "run"
+    with log.open("w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "net", "up", "--topology",
+                                 LEAFSPINE, "--no-cli", "--out", str(run)],
+                                stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=ROOT)
+    try:
+        wait_for(log, READY, proc, SLOW)
+        full = job(env, "submit", "--model", "VGG19", "--workers", "4", "--slots", "256",
+                   "--iterations", "100000", "--name", "full")
+        assert full["state"] == "running" and set(full["slot_bases"].values()) == {0}
+        after = job(env, "submit", "--model", "ResNet50", "--workers", "6", "--iterations",
+                    "10", "--name", "after")
+        assert after["state"] == "running", after
+        assert not set(after["slot_bases"]) & set(full["slot_bases"]), (full, after)
+        assert after["blue"] and not set(after["blue"]) & set(full["slot_bases"])
+        rows = wait_jobs(env, {"after"}, 90)
+        assert rows["after"]["state"] == "done" and rows["after"]["sums_exact"] is True
+        assert rows["full"]["state"] == "running"
+        job(env, "cancel", "full")
+        record = live.running(Path(env["INNET_STATE_DIR"]))
+        assert record is not None
+        back = live.ask(record, {"op": "readback"})
+        routes_only = intent_of(load_topology(LEAFSPINE), []).entries()
+        assert back["equal"], back
+        assert back["entries"] == {s: len(es) for s, es in routes_only.items()}
+        rows = {r["name"]: r for r in job(env, "list")["jobs"]}
+        assert rows["full"]["iterations_done"] > 0 and rows["full"]["sums_exact"] is True
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    assert code == 0, log.read_text()

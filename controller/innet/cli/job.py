@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from innet.aggpacket import MAX_WORKERS
+from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS
 from innet.cli.argtypes import K, int_in
 from innet.cli.options import add_json
 from innet.emulation import live
@@ -76,6 +76,10 @@ def add_submit_options(p: Any) -> None:
                    help="gradient values per iteration (default: the profile's volume at the "
                         "emulation's scale, 800 packets/s for the slowest link: 2,016 for "
                         "VGG19)")
+    p.add_argument("--slots", type=int_in(2, SLOTS), default=None,
+                   help=f"cells of the {SLOTS}-cell pool the job takes on every switch of its "
+                        f"tree (default {DEFAULT_JOB_SLOTS}: a window of "
+                        f"{DEFAULT_JOB_SLOTS // 2} chunks)")
     p.add_argument("--name", default=None, help="the job's name (default MODEL-N)")
     p.add_argument("--policy", choices=POLICIES, default="soar+cassini",
                    help="which parts of the joint plan apply (default soar+cassini)")
@@ -105,7 +109,7 @@ def submit_request(args: argparse.Namespace) -> dict[str, Any]:
         job["model"] = args.model
     else:
         job["profile_file"] = str(Path(args.profile).resolve())
-    for key in ("values", "name", "k"):
+    for key in ("values", "name", "k", "slots"):
         if getattr(args, key) is not None:
             job[key] = getattr(args, key)
     return {"op": "job_submit", "job": job, "policy": args.policy}

@@ -45,7 +45,8 @@ class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
 
     def onecmd(self, line: str) -> bool:
         try:
-            return bool(super().onecmd(line))
+            with self.live.lock:  # the job monitor moves the same controller
+                return bool(super().onecmd(line))
         except (InputError, NetworkError) as exc:
             print(f"innet: {exc}")
             return False
@@ -54,7 +55,8 @@ class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         print(NET_DOC)
         print("plan | table SWITCH | counters SWITCH [NAME] | registers SWITCH NAME [I] | "
               "deploy [-k N] [--strategy S] [--workload FILE] | status | "
-              "job submit --model M --workers W --iterations N [...] | job cancel NAME | jobs")
+              "job submit --model M --workers W --iterations N [...] | job cancel NAME | jobs | "
+              "restart SWITCH")
 
     def do_plan(self, _line: str) -> None:
         """plan: the jobs, their blue switches, trees and costs."""
@@ -107,6 +109,13 @@ class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
     def do_jobs(self, _line: str) -> None:
         """jobs: every job, its state, hosts, blue switches, shift and writes."""
         print(jobs_table(self.live.handle({"op": "job_list"})["jobs"]))
+
+    def do_restart(self, line: str) -> None:
+        """restart SWITCH: kill it (SIGKILL, a crash) and start it blank; the controller
+        loads it again, the jobs crossing it recover."""
+        sw, _ = self._switch(line)
+        self.live.restart_switch(sw)
+        print(f"{sw} restarted blank; `status` shows the controller restoring it")
 
     def do_status(self, _line: str) -> None:
         """status: each switch as the controller sees it."""

@@ -6,8 +6,9 @@ difference is written, by the network's own controller), a command on a host, an
 the prompt shows. Requests are plain JSON: `{"op": "deploy", "options": IntentOptions JSON}`
 (fields left out keep the current ones), `{"op": "plan"}`, `{"op": "exec", "host", "argv"}`,
 and the jobs' (innet.emulation.jobs): `{"op": "job_submit", "job": {...}, "policy": P}`,
-`{"op": "job_list"}`, `{"op": "job_cancel", "name": N}`, and `{"op": "readback"}` (every
-switch read back against the intent).
+`{"op": "job_list"}`, `{"op": "job_cancel", "name": N}`, `{"op": "readback"}` (every
+switch read back against the intent) and `{"op": "restart", "switch": S}` (a crash and a
+blank start of one switch, the fault the controller restores).
 
 A network runs either a `--workload` plan (deploy) or admitted jobs (job submit), never
 both: each is refused while the other holds the switches, since both would own job ids and
@@ -137,8 +138,22 @@ class LiveNetwork:
                                     float(request.get("timeout", 60)))
         if op in ("job_submit", "job_list", "job_cancel", "readback"):
             return self.handle_jobs(op, request)
+        if op == "restart":
+            return self.restart_switch(request.get("switch"))
         raise InputError(f"unknown request {op!r} (deploy, plan, exec, job_submit, job_list, "
-                         "job_cancel, readback)")
+                         "job_cancel, readback, restart)")
+
+    def restart_switch(self, name: Any) -> dict[str, Any]:
+        """Kill a switch's process (SIGKILL, as a crash would) and start it again blank, on
+        the same interfaces and ports: the controller sees its stream drop and loads the
+        program and the intent again; the jobs crossing it recover what it held."""
+        if not isinstance(name, str):
+            raise InputError("restart takes a switch's name")
+        switch = self.cn.network.switch(self.check_switch(name))
+        switch.proc.kill()
+        switch.proc.wait(5)
+        switch.start([])  # simple_switch_grpc --no-p4 again
+        return {"restarted": name}
 
     def handle_jobs(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         if op == "job_list":
