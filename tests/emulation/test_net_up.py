@@ -106,7 +106,7 @@ def test_a_network_that_stays_up(env: dict[str, str], tmp_path: Path) -> None:
     assert code == 0, log.read_text()
     assert "stopped; everything it started is gone" in log.read_text()
     assert not (tmp_path / "state" / "network.json").exists()
-    assert not (out / "control.sock").exists()
+    assert not (out / "control" / "control.sock").exists()
     assert innet(env, "net", "info").stdout.strip() == "no network is up"
 
 

@@ -161,12 +161,18 @@ def dead_line(pid: int, removed: Removed) -> str:
     if not removed:
         return f"removed the record of a network whose `net up` died (pid {pid}); nothing " \
                "of it was left"
-    parts = [f"{removed.switches} switches", f"{removed.namespaces} host namespaces",
-             f"{removed.interfaces} interfaces"]
+    parts = [_count(removed.switches, "switch", "switches"),
+             _count(removed.interfaces, "interface", "interfaces")]
+    if removed.namespaces:
+        parts.insert(1, _count(removed.namespaces, "host namespace", "host namespaces"))
     if removed.processes:
-        parts.append(f"{removed.processes} other processes")
+        parts.append(_count(removed.processes, "other process", "other processes"))
     return f"found the switches of a network whose `net up` died (pid {pid}): removed " \
            + ", ".join(parts)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def update(record: NetworkRecord, state_dir: Path | None = None) -> None:
