@@ -146,6 +146,9 @@ def clear_dead(state_dir: Path | None = None) -> str | None:
     record = _read(path)
     if record is None or _alive(record.pid):
         return None
+    if os.geteuid() != 0:
+        raise InputError(f"the network of {record.describe()} died without cleaning up; what "
+                         "it left is root's to remove: run `sudo innet net down`")
     try:
         topology = load_topology(record.topology)
     except (InputError, OSError):
