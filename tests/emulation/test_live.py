@@ -1,7 +1,9 @@
 """The control socket of a network that is up answers only root and the user who started it:
 the socket is 0600 in a 0700 folder (another user's connect() fails there), and a peer that
 gets through a looser layout is refused by its credentials (SO_PEERCRED) in one line, logged.
-The record's folder named by the environment is used only when nobody else may write in it.
+The record's folder named by the environment is used only when nobody else may write in it;
+the record carries the network's footprint, and only processes checked to be that network's
+are taken for it.
 The other user is `nobody`, through setpriv (util-linux)."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 
 from innet.emulation import live
 from innet.emulation.live import ControlServer, peer_refusal, state_dir_problem
+from innet.emulation.net import Footprint, Removed, is_shell_of, is_switch_of
 from innet.errors import InputError
 
 NOBODY = 65534
@@ -156,3 +159,38 @@ def test_another_user_that_gets_through_is_refused_by_its_credentials(
         assert any(f"uid {NOBODY}" in r.getMessage() for r in caplog.records)
     finally:
         server.close()
+
+
+def test_the_record_round_trips_with_its_footprint(tmp_path: Path) -> None:
+    fp = Footprint((11, 12), (("h1", 21), ("s1", 22)), (("h1", "net:[4026532000]"),),
+                   ("s1-eth1",))
+    record = live.NetworkRecord(os.getpid(), str(tmp_path), "t.json", "c.sock", 1.0,
+                                str(tmp_path / "tls"), fp)
+    with live.claimed(record, tmp_path / "state"):
+        assert live.running(tmp_path / "state") == record
+        later = live.with_footprint(record, Footprint((13,)))
+        live.update(later, tmp_path / "state")
+        assert live.running(tmp_path / "state") == later
+    assert live.running(tmp_path / "state") is None
+    # an older record, without the new fields, is still read
+    old = {"pid": 1, "run_dir": "r", "topology": "t", "control": "c", "started": 0.0}
+    assert live.NetworkRecord.from_json(old).footprint == Footprint()
+
+
+def test_only_this_networks_processes_are_taken_for_its_own() -> None:
+    switch = ["simple_switch_grpc", "--device-id", "0", "--log-file", "/runs/a/logs/s1",
+              "--no-p4"]
+    assert is_switch_of(switch, "/runs/a") and is_switch_of(switch, "/runs/a/")
+    assert not is_switch_of(switch, "/runs/ab") and not is_switch_of(switch, "/runs/b")
+    assert not is_switch_of(["sleep", "/runs/a/logs/s1"], "/runs/a")  # a reused pid
+    assert not is_switch_of([], "/runs/a")  # gone
+    shell = ["bash", "--norc", "--noediting", "-is", "mininet:h1"]
+    assert is_shell_of(shell, "h1") and not is_shell_of(shell, "h10")
+    assert not is_shell_of(["bash"], "h1")
+
+
+def test_what_was_removed_is_said_in_one_line() -> None:
+    line = live.dead_line(42, Removed(5, 1, 8, 0))
+    assert line == ("found the switches of a network whose `net up` died (pid 42): removed "
+                    "5 switches, 1 host namespace, 8 interfaces")
+    assert "nothing of it was left" in live.dead_line(42, Removed())
