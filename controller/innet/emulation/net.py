@@ -266,11 +266,13 @@ def _stop_within(net: Any, seconds: float) -> bool:
 def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True) -> list[str]:
     """Stop the network; then remove whatever it left. Returns what had to be removed.
 
-    A second Ctrl-C while this runs is ignored: stopping half-way is what leaves veths and
-    switch processes behind.
+    A second Ctrl-C or SIGTERM while this runs is ignored (`innet net down` sent while a
+    failed start is being cleaned up, say): stopping half-way is what leaves veths and switch
+    processes behind.
     """
     removed: list[str] = []
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignore_sigint else None
+    previous = {sig: signal.signal(sig, signal.SIG_IGN)
+                for sig in (signal.SIGINT, signal.SIGTERM)} if ignore_sigint else {}
     try:
         if net is not None:
             if not _stop_within(net, 20.0):
@@ -291,8 +293,8 @@ def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True)
             subprocess.run(["ip", "link", "del", ifname], capture_output=True)
             removed.append(ifname)
     finally:
-        if ignore_sigint:
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return removed
 
 
