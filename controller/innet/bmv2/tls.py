@@ -55,14 +55,19 @@ class NetworkTls:
 
 
 def network_tls(folder: Path) -> NetworkTls:
-    """The certificates a network made in `folder`; InputError naming the first missing file
-    (read permission is checked when they are read)."""
+    """The certificates a network made in `folder`; InputError naming the first missing or
+    unreachable file (the files themselves are read when a session opens)."""
     tls = NetworkTls(folder)
     client = tls.client()
     for path in (client.ca, client.cert, client.key):
-        if not Path(path).is_file():
+        try:
+            os.stat(path)
+        except FileNotFoundError:
             raise InputError(f"{path}: no such certificate file: the network's TLS folder is "
-                             "incomplete (was it started with --tls?)")
+                             "incomplete (was it started with --tls?)") from None
+        except PermissionError:
+            raise InputError(f"{path}: the network's certificates are its owner's: run as "
+                             "root (or as the user who started it)") from None
     return tls
 
 

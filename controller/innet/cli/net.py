@@ -243,7 +243,13 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     record = live.running()
     if args.json:
-        print_json(None if record is None else record.__dict__)
+        print_json(None if record is None else record.to_json())
         return 0
-    print(record.describe() if record else "no network is up")
+    if record is None:
+        gone = live.dead()
+        print("no network is up" + (
+            f" (the record of one whose `net up` died is there: {gone.describe()}; "
+            "`innet net down` removes what it left)" if gone else ""))
+        return 0
+    print(record.describe())
     return 0

@@ -138,6 +138,12 @@ def running(state_dir: Path | None = None) -> NetworkRecord | None:
     return record
 
 
+def dead(state_dir: Path | None = None) -> NetworkRecord | None:
+    """The record of a `net up` that died without cleaning up, if one is there."""
+    record = _read(_folder(state_dir) / RECORD)
+    return record if record is not None and not _alive(record.pid) else None
+
+
 def clear_dead(state_dir: Path | None = None) -> str | None:
     """When the record is of a `net up` that died: remove every switch process, namespace and
     interface it names, then the record; one line saying what was removed. None when there
