@@ -106,7 +106,7 @@ def test_a_network_that_stays_up(env: dict[str, str], tmp_path: Path) -> None:
     assert code == 0, log.read_text()
     assert "stopped; everything it started is gone" in log.read_text()
     assert not (tmp_path / "state" / "network.json").exists()
-    assert not (out / "control.sock").exists()
+    assert not (out / "control" / "control.sock").exists()
     assert innet(env, "net", "info").stdout.strip() == "no network is up"
 
 
@@ -165,18 +165,21 @@ def test_the_interactive_cli_answers_mininet_and_innet_commands(env: dict[str, s
 def test_your_own_program_stays_up_with_its_runtime_files(env: dict[str, str],
                                                           tmp_path: Path) -> None:
     """The tutorials-style example: its own P4 program, its runtime files; a ping crosses both
-    switches on the user's forwarding rules, and status reads them back as the files say."""
+    switches on the user's forwarding rules, and status reads them back as the files say.
+    Without TLS, as before it: plain P4Runtime, and net up says the switches are open."""
     example = ROOT / "examples" / "tutorial-basic"
     topo = str(example / "line-topo" / "topology.json")
     log = tmp_path / "net-up.log"
     with log.open("w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "net", "up", "--topology",
                                  topo, "--program", str(example / "basic.p4"), "--no-cli",
-                                 "--out", str(tmp_path / "run")], stdout=f,
+                                 "--no-tls", "--out", str(tmp_path / "run")], stdout=f,
                                 stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
     try:
         text = wait_for(log, READY, proc, SLOW)
         assert "your program" in text and "runtime files of s1, s2" in text
+        assert "the switches are open (no TLS" in text and "--ssl" not in text
+        assert not (tmp_path / "run" / "tls").exists()
         ping = innet(env, "net", "exec", "h1", "ping", "-c", "1", "-W", "5", "10.0.2.2")
         assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping
         status = innet(env, "status", "--topology", topo, "--program",

@@ -3,8 +3,10 @@
 A switch runs in its own session (a Ctrl-C meant for the caller does not reach it), writes its
 stdout and stderr to one file, and is stopped with SIGTERM, then SIGKILL after five seconds.
 Without a program (`json_path` empty) it starts with `--no-p4` and waits for one over
-P4Runtime. Whoever starts it waits for its gRPC port (`innet.bmv2.local.wait_for_port`) and
-words its own error: the Mininet harness and the test helpers say different things.
+P4Runtime. With `tls`, its P4Runtime server speaks only TLS and requires a client certificate
+signed by the same CA (`innet.bmv2.tls` makes them). Whoever starts it waits for its gRPC port
+(`innet.bmv2.local.wait_for_port`) and words its own error: the Mininet harness and the test
+helpers say different things.
 """
 
 from __future__ import annotations
@@ -14,6 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STOP_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTls:
+    """The PEM files of a switch's TLS P4Runtime server: the CA that clients' certificates
+    must chain to, and the switch's own certificate and key."""
+
+    ca: str
+    cert: str
+    key: str
+
+    def arguments(self) -> list[str]:
+        return ["--grpc-server-ssl", "--grpc-server-cacert", self.ca, "--grpc-server-cert",
+                self.cert, "--grpc-server-key", self.key, "--grpc-server-with-client-auth"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +44,7 @@ class BMv2Options:
     interfaces: tuple[tuple[int, str], ...] = ()  # (port, interface name)
     pcap_dir: str | None = None
     json_path: str | None = None  # None or "": no program, --no-p4
+    tls: ServerTls | None = None  # None: a plain gRPC server any local user can reach
 
     def command_line(self) -> list[str]:
         args = ["simple_switch_grpc", "--device-id", str(self.device_id), "--thrift-port",
@@ -38,6 +55,8 @@ class BMv2Options:
             args += ["--pcap", self.pcap_dir]
         args.append(self.json_path or "--no-p4")
         args += ["--", "--grpc-server-addr", self.grpc_address]
+        if self.tls is not None:
+            args += self.tls.arguments()
         return args
 
 

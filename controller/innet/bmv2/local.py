@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from innet.p4rt.client import SwitchAddress
+from innet.p4rt.client import ClientTls, SwitchAddress
 from innet.topology import Topology
 
 GRPC_BASE = 50051
@@ -138,11 +138,13 @@ def log_tail(path: Path, lines: int = 15) -> str:
 # Where switches listen
 
 
-def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
+def switch_addresses(topology: Topology, tls: ClientTls | None = None
+                     ) -> dict[str, SwitchAddress]:
     """Every switch's address, in the topology's order. Remote switches: their grpc,
     device_id and thrift_port fields. Local (BMv2 on this machine): the convention of
     this module, the i-th local switch in file order on 127.0.0.1:50051+i with
-    thrift port 9090+i, which the Mininet harness follows too."""
+    thrift port 9090+i, which the Mininet harness follows too; with `tls` (the certificates
+    of the network that started them) reached over TLS."""
     local = local_switch_ports(topology)
     out: dict[str, SwitchAddress] = {}
     for name, sw in topology.switches.items():
@@ -151,5 +153,6 @@ def switch_addresses(topology: Topology) -> dict[str, SwitchAddress]:
             out[name] = SwitchAddress(name, sw.grpc, sw.device_id, sw.thrift_port, host)
         else:
             p = local[name]
-            out[name] = SwitchAddress(name, p.grpc_address, p.device_id, p.thrift_port)
+            out[name] = SwitchAddress(name, p.grpc_address, p.device_id, p.thrift_port,
+                                      tls=tls)
     return out

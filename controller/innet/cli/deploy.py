@@ -19,8 +19,10 @@ from innet.cli.options import (
     add_intent_options,
     add_json,
     add_program_options,
+    add_tls,
     add_topology,
     check_runtime_needs_program,
+    client_tls,
     intent_options,
     own_program,
 )
@@ -92,6 +94,7 @@ def _register_deploy(sub: Any) -> None:
                      help="with --dry-run: contact no switch, show what empty switches "
                           "would get")
     add_program_options(dep)
+    add_tls(dep, starts=False)
     add_json(dep, 'print {"jobs": [{"job", "strategy", "k", "blue", "cost", '
                           '"all_red_cost", "ratio"}], "switches": {name: {"address", '
                           '"load_program", "insert", "modify", "delete"}}, "failed": {name: '
@@ -118,6 +121,7 @@ def _register_status(sub: Any) -> None:
                          "intent")
     add_intent_options(st, workload_required=False)
     add_program_options(st)
+    add_tls(st, starts=False)
     st.set_defaults(func=cmd_status)
 
 
@@ -160,6 +164,7 @@ def _register_controller(sub: Any) -> None:
                       help="this controller's election id (default 1:0); the highest among "
                            "connected controllers is primary")
     add_program_options(run)
+    add_tls(run, starts=False)
     run.set_defaults(func=cmd_controller_run)
 
 
@@ -239,7 +244,7 @@ def _deploy_intent(args: argparse.Namespace, topo: Topology) -> int:
     pipeline = load_pipeline(args.p4info, args.bmv2_json)
     held = None
     if not args.from_empty:
-        now = status(switch_addresses(topo), pipeline)
+        now = status(switch_addresses(topo, client_tls(args)), pipeline)
         held = held_slots({s: st.entries for s, st in now.items() if st.runs_ours})
     intent = build_intent(intent_options(args), topo, held)
     jobs = [_job_summary(jp) for jp in intent.jobs]
@@ -249,7 +254,7 @@ def _deploy_intent(args: argparse.Namespace, topo: Topology) -> int:
                   f"{', '.join(j['blue']) or '(none)'}; cost {j['cost']:.4g} (all-red "
                   f"{j['all_red_cost']:.4g}, ratio {j['ratio']:.3f})")
     entries = intent.entries()
-    addresses = switch_addresses(topo)
+    addresses = switch_addresses(topo, client_tls(args))
     queues = queue_settings(args.queue_rate, args.queue_depth)
     if args.from_empty:
         result = from_empty(addresses, entries, pipeline, intent.replication())
@@ -302,7 +307,7 @@ def deploy_own(args: argparse.Namespace, topo: Topology, own: OwnProgram) -> int
     """`deploy --program`: the runtime files' entries, groups and sessions, diffed and
     written like innet's intent."""
     pipeline = own.pipeline
-    addresses = switch_addresses(topo)
+    addresses = switch_addresses(topo, client_tls(args))
     entries = own.entries()
     queues = queue_settings(args.queue_rate, args.queue_depth)
     if args.from_empty:
@@ -379,7 +384,7 @@ def print_deploy(result: DeployResult, order: Sequence[str] | None = None,
 def cmd_status(args: argparse.Namespace) -> int:
     check_runtime_needs_program(args)
     topo = load_topology(args.topology)
-    addresses = switch_addresses(topo)
+    addresses = switch_addresses(topo, client_tls(args))
     if args.switch:
         unknown = [s for s in args.switch if s not in addresses]
         if unknown:
@@ -542,7 +547,7 @@ def cmd_controller_run(args: argparse.Namespace) -> int:
     check_runtime_needs_program(args)
     topo = load_topology(args.topology)
     queues = queue_settings(args.queue_rate, args.queue_depth)
-    addresses = switch_addresses(topo)
+    addresses = switch_addresses(topo, client_tls(args))
     if args.program:
         own = own_program(args, topo)
         pipeline = own.pipeline

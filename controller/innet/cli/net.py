@@ -26,6 +26,7 @@ from innet.cli.options import (
     add_intent_options,
     add_json,
     add_program_options,
+    add_tls,
     add_topology,
     check_runtime_needs_program,
     intent_options,
@@ -36,7 +37,7 @@ from innet.cli.run import check_environment, default_out
 from innet.emulation import live
 from innet.emulation.control import LiveNetwork
 from innet.emulation.experiment import ControlledNetwork, controlled_network
-from innet.emulation.net import EmulationError
+from innet.emulation.net import EmulationError, footprint
 from innet.errors import InputError, NetworkError
 from innet.jsonout import print_json
 from innet.plan.intent import IntentOptions, build_intent
@@ -79,6 +80,7 @@ def register(sub: Any) -> None:
     up.add_argument("--out", type=output_dir, default=None,
                     help="run folder: logs, control socket (default runs/net-DATE)")
     up.add_argument("--pcap", action="store_true", help="capture every switch port")
+    add_tls(up, starts=True, default=True)
     up.set_defaults(func=cmd_up)
 
     ex = nsub.add_parser("exec", help="run a command on a host of the network that is up",
@@ -91,7 +93,9 @@ def register(sub: Any) -> None:
 
     down = nsub.add_parser("down", help="stop the network that is up",
                            description="SIGTERM to the process that holds the network; wait "
-                                       "until it has cleaned up.")
+                                       "until it has cleaned up. When that process died "
+                                       "without cleaning up (SIGKILL), remove what it left: "
+                                       "switch processes, host namespaces, interfaces.")
     down.add_argument("--timeout", type=float, default=60.0,
                       help="seconds to wait (default 60)")
     down.set_defaults(func=cmd_down)
@@ -106,10 +110,12 @@ def register(sub: Any) -> None:
 def _address_table(cn: ControlledNetwork) -> str:
     rows = []
     for name, a in cn.addresses.items():
+        tls = (f" --ssl --cacert {a.tls.ca} --cert {a.tls.cert} --private-key {a.tls.key}"
+               if a.tls else "")
         rows.append([name, a.grpc, a.device_id, a.thrift_port,
                      f"simple_switch_CLI --thrift-port {a.thrift_port}",
                      f"p4runtime-sh --grpc-addr {a.grpc} --device-id {a.device_id} "
-                     "--election-id 0,1"])
+                     f"--election-id 0,1{tls}"])
     return format_table(["switch", "P4Runtime", "device", "thrift", "BMv2 CLI",
                          "P4Runtime shell (reads; the controller holds 1,0)"], rows)
 
@@ -124,14 +130,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     out: Path = args.out or default_out("net")
     record = live.NetworkRecord(os.getpid(), str(out.resolve()),
                                 str(Path(args.topology).resolve()),
-                                str((out / "control.sock").resolve()), time.time())
+                                str((out / "control" / "control.sock").resolve()), time.time(),
+                                str((out / "tls").resolve()) if args.tls else None)
     setup = queue_commands(queue_settings(args.queue_rate, args.queue_depth))
+    _say_dead(live.clear_dead())
     try:
         entries, groups = ((own.entries(), own.replication()) if own
                            else (intent.entries(), intent.replication()))
-        with live.claimed(record), _made(out), controlled_network(
+        with live.claimed(record, report=_say_dead), _made(out), controlled_network(
                 topo, out, entries, replication=groups, setup=setup, pcap=args.pcap,
-                pipeline=own.pipeline if own else None) as cn:
+                pipeline=own.pipeline if own else None, tls=args.tls) as cn:
+            live.update(live.with_footprint(record, footprint(cn.network)))
             state = LiveNetwork(topo, cn, intent, options, own, args.program, out)
             server = live.ControlServer(Path(record.control), state.handle)
             state.start_monitor()
@@ -157,6 +166,11 @@ def _announce(state: LiveNetwork, out: Path) -> None:
           f"{len(topo.hosts)} hosts; run folder {out} (controller log: "
           f"{out}/logs/controller.log)")
     print(_address_table(state.cn))
+    if state.cn.tls is None:
+        print("the switches are open (no TLS: any local user can take them over P4Runtime)")
+    else:
+        print(f"P4Runtime over TLS: the switches accept only the controller certificate in "
+              f"{state.cn.tls.folder} (root's)")
     print(state.plan_text())
     print(READY, flush=True)
 
@@ -188,6 +202,11 @@ def _prompt(state: LiveNetwork) -> None:
 # ------------------------------------------------------------------- from another shell
 
 
+def _say_dead(line: str | None) -> None:
+    if line:
+        print(f"innet net: {line}", file=sys.stderr)
+
+
 def _record() -> live.NetworkRecord:
     record = live.running()
     if record is None:
@@ -207,6 +226,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
+    dead = live.clear_dead()
+    if dead is not None:
+        print(dead)
+        return 0
     record = _record()
     os.kill(record.pid, signal.SIGTERM)
     deadline = time.monotonic() + args.timeout
@@ -222,7 +245,13 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     record = live.running()
     if args.json:
-        print_json(None if record is None else record.__dict__)
+        print_json(None if record is None else record.to_json())
         return 0
-    print(record.describe() if record else "no network is up")
+    if record is None:
+        gone = live.dead()
+        print("no network is up" + (
+            f" (the record of one whose `net up` died is there: {gone.describe()}; "
+            "`innet net down` removes what it left)" if gone else ""))
+        return 0
+    print(record.describe())
     return 0

@@ -5,12 +5,16 @@ the layers plain, typed data, never an argparse.Namespace."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from innet.bmv2.own_program import OwnProgram, load_own_program
+from innet.bmv2.tls import network_tls
 from innet.cli.argtypes import SEED, K, int_in
 from innet.cli.outpaths import output_dir
+from innet.emulation import live
 from innet.errors import InputError
+from innet.p4rt.client import ClientTls
 from innet.plan.intent import DEFAULT_ECN_THRESHOLD, IntentOptions
 from innet.soar.baselines import STRATEGIES
 from innet.topology import Topology
@@ -119,3 +123,37 @@ def add_out_dir(p: Any, help: str, *, required: bool = False) -> None:
     """--out: the run folder, checked creatable before any work starts."""
     p.add_argument("--out", type=output_dir, default=None, required=required, metavar="DIR",
                    help=help)
+
+
+def add_tls(p: Any, *, starts: bool, default: bool = False) -> None:
+    """--tls/--no-tls: P4Runtime over TLS. A command that starts the switches (`starts`)
+    makes their certificates; one that reaches switches `net up` started uses that
+    network's."""
+    if starts:
+        p.add_argument("--tls", action=argparse.BooleanOptionalAction, default=default,
+                       help="P4Runtime over TLS: a CA of this run, a certificate per switch "
+                            "and one for the controller (owner-only files in the run "
+                            "folder's tls/), every switch requiring the controller's "
+                            f"(default {'on' if default else 'off'})")
+        return
+    p.add_argument("--tls", action=argparse.BooleanOptionalAction, default=None,
+                   help="reach the local switches over TLS with the controller certificate "
+                        "of the network that is up (`innet net up`; reading it needs root "
+                        "or that network's user) (default: when the network that is up on "
+                        "this topology uses TLS)")
+
+
+def client_tls(args: argparse.Namespace) -> ClientTls | None:
+    """The TLS files for reaching local switches, as --tls/--no-tls and the network that is
+    up say."""
+    if args.tls is False:
+        return None
+    record = live.running()
+    if args.tls is None:
+        same = record is not None and Path(args.topology).resolve() == Path(record.topology)
+        return network_tls(Path(record.tls)).client() if same and record and record.tls \
+            else None
+    if record is None or record.tls is None:
+        raise InputError("--tls: no network that is up uses TLS (its certificates are what "
+                         "the switches accept); `innet net up` makes them")
+    return network_tls(Path(record.tls)).client()

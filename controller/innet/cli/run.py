@@ -10,7 +10,7 @@ from typing import Any
 
 from innet.cli.argtypes import SEED, K, float_in, int_in, probability
 from innet.cli.oldflags import renamed
-from innet.cli.options import add_json, add_seed
+from innet.cli.options import add_json, add_seed, add_tls
 from innet.cli.outpaths import output_dir
 from innet.emulation.aggregation import (
     DEFAULT_INFLIGHT,
@@ -100,6 +100,7 @@ def _register_aggregation(rsub: Any) -> None:
                      help="at most this many blue (aggregating) switches per job (default 4)")
     _add_stream_options(agg)
     agg.add_argument("--pcap", action="store_true", help="capture every switch port")
+    add_tls(agg, starts=True)
     agg.add_argument("--out", type=output_dir, default=None,
                      help="run folder (default runs/aggregation-DATE)")
     add_json(agg, 'print {"run_folder", "ok", "strategies": [{"strategy", "k", "blue", '
@@ -176,6 +177,7 @@ def _register_cassini(rsub: Any) -> None:
                      help="queued packets above which ECT packets are marked CE (default 20)")
     add_seed(cas, "the placement")
     cas.add_argument("--pcap", action="store_true", help="capture every switch port")
+    add_tls(cas, starts=True)
     cas.add_argument("--out", type=output_dir, default=None,
                      help="run folder (default runs/cassini-DATE)")
     add_json(cas, 'print {"run_folder", "runs": [{"label", "ce_received", '
@@ -202,7 +204,7 @@ def aggregation_options(args: argparse.Namespace) -> AggregationRunOptions:
         inflight=args.inflight, jobs=args.concurrent_jobs, workload=args.workload,
         seed=args.seed, pcap=args.pcap,
         timers=Timers(args.rto_floor_ms / 1e3, args.rto_ceiling_ms / 1e3),
-        multicast=not args.unicast_results, link_pps=args.link_pps)
+        multicast=not args.unicast_results, link_pps=args.link_pps, tls=args.tls)
 
 
 def cmd_aggregation(args: argparse.Namespace) -> int:
@@ -243,7 +245,7 @@ def cassini_options(args: argparse.Namespace) -> CassiniRunOptions:
     return CassiniRunOptions(args.topology, args.jobs, iterations=args.iterations,
                              capacity_pps=args.capacity_pps, queue_depth=args.queue_depth,
                              ecn_threshold=args.ecn_threshold, seed=args.seed, pcap=args.pcap,
-                             slowdown=args.slowdown)
+                             slowdown=args.slowdown, tls=args.tls)
 
 
 def cmd_cassini(args: argparse.Namespace) -> int:

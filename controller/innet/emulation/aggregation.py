@@ -114,6 +114,7 @@ class AggregationRunOptions:
     timers: Timers = field(default_factory=Timers)
     multicast: bool = True
     link_pps: int | None = None
+    tls: bool = False  # P4Runtime over TLS, certificates in the run folder
 
     def checked_window(self) -> int:
         """The window the run uses, once values, loss, window and chunks in flight are
@@ -389,7 +390,8 @@ def run_aggregation(options: AggregationRunOptions, out: Path, *,
     o.check_link_pps()
     setup = switch_setup(topo, o.link_pps)
     with controlled_network(topo, out, intent.entries(), replication=intent.replication(),
-                            setup=setup, pcap=o.pcap, interval=RECONCILE_S) as cn:
+                            setup=setup, pcap=o.pcap, interval=RECONCILE_S,
+                            tls=o.tls) as cn:
         bar = progress_bar(list(run.plans.items()), desc="strategies", unit="plan",
                            show=o.progress)
         for i, (name, jps) in enumerate(bar):

@@ -159,6 +159,7 @@ class CassiniRunOptions:
     pcap: bool = False
     progress: bool = True
     slowdown: float = DEFAULT_SLOWDOWN
+    tls: bool = False  # P4Runtime over TLS, certificates in the run folder
 
     def check(self) -> None:
         if self.iterations < 1:
@@ -228,7 +229,7 @@ def run_cassini(options: CassiniRunOptions, out: Path) -> CassiniExperiment:
     setup = queue_commands([QueueSetting(rate_pps=round(o.capacity_pps / o.slowdown),
                                          depth=o.queue_depth)])
     with controlled_network(topo, out, intent.entries(), replication=intent.replication(),
-                            setup=setup, pcap=o.pcap) as cn:
+                            setup=setup, pcap=o.pcap, tls=o.tls) as cn:
         for arm in arms:
             if o.progress:
                 print(f"  {arm.label}: {len(arm.flows)} flows, {o.iterations} iterations ...",

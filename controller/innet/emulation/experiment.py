@@ -24,8 +24,9 @@ from typing import Any
 
 from innet.bmv2.local import switch_addresses
 from innet.bmv2.thrift import run_cli
+from innet.bmv2.tls import NetworkTls, make_network_tls
 from innet.emulation.net import RunningNetwork, running_network
-from innet.p4rt.client import SwitchAddress
+from innet.p4rt.client import ClientTls, SwitchAddress
 from innet.p4rt.controller import DEFAULT_INTERVAL, Controller, SwitchTarget, events_to
 from innet.p4rt.deploy import Replication, SwitchDeploy
 from innet.p4rt.entities import Entry
@@ -45,9 +46,11 @@ def prepare_run_folder(out: Path, inputs: Mapping[str, str | Path], plan: Any) -
     (out / "plan.json").write_text(json.dumps(plan, indent=1, default=str))
 
 
-def local_addresses(topo: Topology) -> dict[str, SwitchAddress]:
+def local_addresses(topo: Topology, tls: ClientTls | None = None
+                    ) -> dict[str, SwitchAddress]:
     """The switches this machine runs (remote ones are somebody else's)."""
-    return {s: a for s, a in switch_addresses(topo).items() if not topo.switches[s].remote}
+    return {s: a for s, a in switch_addresses(topo, tls).items()
+            if not topo.switches[s].remote}
 
 
 @dataclass
@@ -58,6 +61,7 @@ class ControlledNetwork:
     controller: Controller
     addresses: dict[str, SwitchAddress]
     setup: dict[str, tuple[str, ...]]  # switch -> its set-up commands (queues)
+    tls: NetworkTls | None = None  # the certificates, when the switches speak TLS
 
     def host(self, name: str) -> Any:
         return self.network.host(name)
@@ -91,21 +95,26 @@ def controlled_network(topo: Topology, out: Path, entries: Mapping[str, Sequence
                        pcap: bool = False,
                        pipeline: Pipeline | None = None,
                        timeout: float = SYNC_TIMEOUT,
-                       interval: float = DEFAULT_INTERVAL) -> Iterator[ControlledNetwork]:
+                       interval: float = DEFAULT_INTERVAL,
+                       tls: bool = False) -> Iterator[ControlledNetwork]:
     """The network up, every switch holding `entries` and `replication` (and `setup` sent:
     the same commands to every switch, or per switch), until the body ends. `interval`: the
     controller's periodic check of every switch (a restart is seen at once, on the stream).
+    `tls`: certificates made in `out`/tls, every switch requiring the controller's.
 
     The switches start without a program (as switches the controller did not start would):
     the controller's first pass loads it."""
     pipeline = pipeline or load_pipeline()
-    with running_network(topo, out, switch_kind="bmv2", pcap=pcap) as net, \
+    local = [s for s, sw in topo.switches.items() if not sw.remote]
+    certs = make_network_tls(out / "tls", local) if tls else None
+    servers = {s: certs.server(s) for s in local} if certs else None
+    with running_network(topo, out, switch_kind="bmv2", pcap=pcap, tls=servers) as net, \
             events_to(out / "logs" / "controller.log"):
-        addresses = local_addresses(topo)
+        addresses = local_addresses(topo, certs.client() if certs else None)
         setup_t = ({sw: tuple(cmds) for sw, cmds in setup.items()}
                    if isinstance(setup, Mapping) else dict.fromkeys(addresses, tuple(setup)))
         initial = _targets(addresses, entries, replication, setup_t)
         with Controller(addresses, pipeline, initial, sideband=run_cli,
                         interval=interval) as ctl:
             ctl.wait_synced(timeout)
-            yield ControlledNetwork(net, ctl, addresses, setup_t)
+            yield ControlledNetwork(net, ctl, addresses, setup_t, certs)

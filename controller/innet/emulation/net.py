@@ -20,14 +20,14 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from innet.bmv2 import launcher
-from innet.bmv2.launcher import BMv2Options
+from innet.bmv2.launcher import BMv2Options, ServerTls
 from innet.bmv2.local import (  # the convention lives with the BMv2 layer
     SwitchPorts,
     local_switch_ports,
@@ -113,13 +113,14 @@ def _bmv2_switch_class() -> type:
 
         def __init__(self, name: str, *, json_path: str, ports: SwitchPorts, log_dir: str,
                      pcap_dir: str | None = None, log_level: str = "off",
-                     **kwargs: Any) -> None:
+                     tls: ServerTls | None = None, **kwargs: Any) -> None:
             Switch.__init__(self, name, **kwargs)
             self.json_path = json_path
             self.addresses = ports
             self.log_dir = Path(log_dir)
             self.pcap_dir = pcap_dir
             self.log_level = log_level
+            self.tls = tls
             self.proc: subprocess.Popen[bytes] | None = None
 
         def start(self, _controllers: Any) -> None:
@@ -128,7 +129,7 @@ def _bmv2_switch_class() -> type:
                 self.addresses.grpc_address, self.log_dir / f"{self.name}", self.log_level,
                 tuple((port, intf.name) for port, intf in self.intfs.items()
                       if intf.name != "lo"),
-                self.pcap_dir, self.json_path)
+                self.pcap_dir, self.json_path, self.tls)
             log.info("[%s] %s", self.name, " ".join(options.command_line()))
             self.proc = launcher.launch(options, self.log_dir / f"{self.name}.out")
             if not wait_for_port(self.addresses.grpc_port, 15.0, self.proc):
@@ -144,7 +145,8 @@ def _bmv2_switch_class() -> type:
 
 
 def _build(topology: Topology, switch_kind: str, run_dir: Path, json_path: str | None,
-           pcap: bool, ports: dict[str, SwitchPorts], log_level: str) -> Any:
+           pcap: bool, ports: dict[str, SwitchPorts], log_level: str,
+           tls: Mapping[str, ServerTls]) -> Any:
     from mininet.net import Mininet
     from mininet.topo import Topo
 
@@ -159,7 +161,7 @@ def _build(topology: Topology, switch_kind: str, run_dir: Path, json_path: str |
                     self.addSwitch(name, json_path=json_path or "", ports=ports[name],
                                    log_dir=str(run_dir / "logs"),
                                    pcap_dir=str(run_dir / "pcap") if pcap else None,
-                                   log_level=log_level)
+                                   log_level=log_level, tls=tls.get(name))
                 else:
                     self.addSwitch(name)
             for link in topology.links:
@@ -264,11 +266,13 @@ def _stop_within(net: Any, seconds: float) -> bool:
 def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True) -> list[str]:
     """Stop the network; then remove whatever it left. Returns what had to be removed.
 
-    A second Ctrl-C while this runs is ignored: stopping half-way is what leaves veths and
-    switch processes behind.
+    A second Ctrl-C or SIGTERM while this runs is ignored (`innet net down` sent while a
+    failed start is being cleaned up, say): stopping half-way is what leaves veths and switch
+    processes behind.
     """
     removed: list[str] = []
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignore_sigint else None
+    previous = {sig: signal.signal(sig, signal.SIG_IGN)
+                for sig in (signal.SIGINT, signal.SIGTERM)} if ignore_sigint else {}
     try:
         if net is not None:
             if not _stop_within(net, 20.0):
@@ -289,8 +293,8 @@ def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True)
             subprocess.run(["ip", "link", "del", ifname], capture_output=True)
             removed.append(ifname)
     finally:
-        if ignore_sigint:
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return removed
 
 
@@ -305,8 +309,10 @@ def running_network(
     log_level: str = "off",
     grpc_base: int = 50051,
     thrift_base: int = 9090,
+    tls: Mapping[str, ServerTls] | None = None,
 ) -> Iterator[RunningNetwork]:
-    """Start the topology's network; always stop it, even on error, Ctrl-C or SIGTERM."""
+    """Start the topology's network; always stop it, even on error, Ctrl-C or SIGTERM.
+    `tls`: per switch, its TLS P4Runtime server's files (switches not in it: plain)."""
     why = require_mininet()
     if why:
         raise EmulationError(f"cannot start Mininet: {why}")
@@ -339,7 +345,7 @@ def running_network(
     previous_int = signal.signal(signal.SIGINT, on_term) if main else None
     net = None
     try:
-        net = _build(topology, switch_kind, run_dir, json_path, pcap, ports, log_level)
+        net = _build(topology, switch_kind, run_dir, json_path, pcap, ports, log_level, tls or {})
         net.build()
         net.start()
         _prepare_hosts(topology, net)
@@ -353,3 +359,148 @@ def running_network(
             signal.signal(signal.SIGTERM, previous)
         if removed:
             log.warning("removed what the network left behind: %s", ", ".join(removed))
+
+
+# ------------------------------------------------------------- what a dead `net up` left
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a running network is made of outside this process, by the names and ids another
+    process can find them by: the switch processes, every node's Mininet shell (a host's shell
+    holds the host's network namespace, `namespaces` says which: "net:[inode]"), and the
+    interfaces in the root namespace."""
+
+    switch_pids: tuple[int, ...] = ()
+    shells: tuple[tuple[str, int], ...] = ()  # (node name, shell pid)
+    namespaces: tuple[tuple[str, str], ...] = ()  # (host name, its netns link)
+    interfaces: tuple[str, ...] = ()
+
+
+def footprint(network: RunningNetwork) -> Footprint:
+    """The footprint of a network that is up (read once it is)."""
+    net = network.net
+    switch_pids = tuple(sw.proc.pid for sw in net.switches
+                        if getattr(sw, "proc", None) is not None)
+    shells = tuple((node.name, int(node.pid)) for node in (*net.hosts, *net.switches)
+                   if getattr(node, "pid", None))
+    hosts = {h.name for h in net.hosts}
+    namespaces = tuple((name, ns) for name, pid in shells if name in hosts
+                       for ns in [_netns_of(pid)] if ns is not None)
+    interfaces = tuple(intf.name for sw in net.switches for intf in sw.intfList()
+                       if intf.name != "lo")
+    return Footprint(switch_pids, shells, namespaces, interfaces)
+
+
+@dataclass(frozen=True)
+class Removed:
+    """What `remove_orphans` found and removed."""
+
+    switches: int = 0
+    namespaces: int = 0
+    interfaces: int = 0
+    processes: int = 0  # other processes: shells, and commands left in the hosts' namespaces
+
+    def __bool__(self) -> bool:
+        return bool(self.switches or self.namespaces or self.interfaces or self.processes)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _netns_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdecimal()]
+
+
+def is_switch_of(cmdline: list[str], run_dir: str) -> bool:
+    """Whether a command line is a simple_switch_grpc that logs into `run_dir` (the launcher
+    gives every switch of a network `--log-file RUN/logs/NAME`): a recorded pid that was
+    reused by another process, or another network's switch, is never taken for ours."""
+    return (bool(cmdline) and Path(cmdline[0]).name == "simple_switch_grpc"
+            and any(a.startswith(f"{run_dir.rstrip('/')}/logs/") for a in cmdline))
+
+
+def is_shell_of(cmdline: list[str], node: str) -> bool:
+    """Whether a command line is Mininet's shell of `node` (`bash ... -is mininet:NODE`)."""
+    return bool(cmdline) and cmdline[-1] == f"mininet:{node}"
+
+
+def _netns_holds(pid: int, host: str) -> bool:
+    """Whether the network namespace of `pid` has an interface of `host` (h1-eth0): a
+    namespace whose inode number was freed and given to another is never taken for ours."""
+    out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "-o", "link", "show"],
+                         capture_output=True, text=True).stdout
+    return any(line.split(":", 2)[1].strip().split("@")[0].startswith(f"{host}-eth")
+               for line in out.splitlines() if line.count(":") >= 2)
+
+
+def _kill_all(pids: set[int], seconds: float = 5.0) -> None:
+    """SIGKILL each, then wait until each is gone (they are not our children: init reaps)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + seconds
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its parent to reap it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[-1]
+    except OSError:
+        return False
+    return not state.startswith("Z")
+
+
+def _orphan_namespaces(namespaces: tuple[tuple[str, str], ...]) -> tuple[int, set[int]]:
+    """The hosts' namespaces still alive (checked to be ours) and every process in them."""
+    own = _netns_of(os.getpid())
+    wanted = {ns: host for host, ns in namespaces if ns != own}
+    members: dict[str, set[int]] = {}
+    for pid in _pids():
+        ns = _netns_of(pid)
+        if ns in wanted:
+            members.setdefault(ns, set()).add(pid)
+    found = {ns: pids for ns, pids in members.items()
+             if _netns_holds(min(pids), wanted[ns])}
+    return len(found), set().union(*found.values()) if found else set()
+
+
+def remove_orphans(run_dir: str, fp: Footprint, topology: Topology | None = None) -> Removed:
+    """Remove what a network whose process died left: its switch processes (recorded, or
+    found by their log folder in `run_dir`), the processes in its hosts' namespaces (which
+    ends the namespaces), its nodes' shells and its interfaces (recorded, and those named
+    after `topology`'s nodes). Only what is checked to be this network's is touched."""
+    switches = {p for p in _pids() if is_switch_of(_cmdline(p), run_dir)}
+    switches |= {p for p in fp.switch_pids if is_switch_of(_cmdline(p), run_dir)}
+    namespaces, in_namespaces = _orphan_namespaces(fp.namespaces)
+    shells = {pid for name, pid in fp.shells if is_shell_of(_cmdline(pid), name)}
+    others = (in_namespaces | shells) - switches
+    _kill_all(switches | others)
+    present = set(_root_interfaces())
+    names = [n for n in dict.fromkeys(fp.interfaces) if n in present]
+    if topology is not None:
+        names += [n for n in own_leftovers(topology) if n not in names]
+    for name in names:  # a veth's peer goes with it: the second `del` of a pair just fails
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+    gone = set(names) - set(_root_interfaces())
+    return Removed(len(switches), namespaces, len(gone), len(others))
+
+
+def _root_interfaces() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return [line.split(":", 2)[1].strip().split("@")[0] for line in out.splitlines()
+            if line.count(":") >= 2]

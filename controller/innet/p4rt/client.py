@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import grpc
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from p4.v1 import p4runtime_pb2
-from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException
+from p4runtime_sh.p4runtime import P4RuntimeClient, P4RuntimeException, SSLOptions
 
 from innet.errors import InputError, NetworkError
 from innet.p4rt import encode
@@ -124,17 +124,53 @@ def batch_errors(exc: grpc.RpcError) -> list[tuple[int, str, str]]:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientTls:
+    """The PEM files of a TLS session with a switch: the CA its certificate must chain to, and
+    this controller's own certificate and key (a switch that requires client certificates
+    refuses the handshake without them)."""
+
+    ca: str
+    cert: str
+    key: str
+
+    def read(self) -> tuple[bytes, bytes, bytes]:
+        """(CA, certificate, key), read now: a file that cannot be read is one InputError
+        naming it (the library would log it and exit the process)."""
+        out = []
+        for what, path in (("CA certificate", self.ca), ("client certificate", self.cert),
+                           ("client key", self.key)):
+            try:
+                with open(path, "rb") as f:
+                    out.append(f.read())
+            except OSError as exc:
+                raise InputError(f"{path}: cannot read the {what} for TLS: "
+                                 f"{exc.strerror or exc}") from None
+        return out[0], out[1], out[2]
+
+
+@dataclass(frozen=True, slots=True)
 class SwitchAddress:
-    """Where a switch's P4Runtime server (and BMv2 thrift server, if any) listens."""
+    """Where a switch's P4Runtime server (and BMv2 thrift server, if any) listens, and the
+    TLS files to reach it with (None: a plain channel)."""
 
     name: str
     grpc: str
     device_id: int = 0
     thrift_port: int | None = None
     thrift_host: str = "127.0.0.1"
+    tls: ClientTls | None = None
 
     def __str__(self) -> str:
-        return f"switch {self.name} ({self.grpc}, device {self.device_id})"
+        return f"switch {self.name} ({self.grpc}, device {self.device_id}" + \
+            (", TLS)" if self.tls else ")")
+
+
+def channel_options(address: SwitchAddress) -> Any:
+    """p4runtime-shell's SSLOptions for `address`: insecure without TLS files."""
+    if address.tls is None:
+        return SSLOptions(True)
+    address.tls.read()  # each file readable, or one line naming it
+    return SSLOptions(False, address.tls.ca, address.tls.cert, address.tls.key)
 
 
 class _Client(P4RuntimeClient):  # type: ignore[misc]  # untyped library class
@@ -149,7 +185,8 @@ class _Client(P4RuntimeClient):  # type: ignore[misc]  # untyped library class
         self.stream_recv_thread: Any = None
         self.stream: Any = None
         try:
-            super().__init__(address.device_id, address.grpc, election_id)
+            super().__init__(address.device_id, address.grpc, election_id,
+                             ssl_options=channel_options(address))
         except BaseException:
             self.close(cancel=True)
             raise
