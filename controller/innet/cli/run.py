@@ -1,4 +1,4 @@
-"""`innet run aggregation|cassini`: the experiments on BMv2 switches in Mininet."""
+"""`innet run aggregation|cassini|cluster`: the experiments on BMv2 switches in Mininet."""
 
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ def register(sub: Any) -> None:
     rsub = run.add_subparsers(dest="run_command", metavar="EXPERIMENT", required=True)
     _register_aggregation(rsub)
     _register_cassini(rsub)
+    _register_cluster(rsub)
 
 
 def _register_aggregation(rsub: Any) -> None:
@@ -266,3 +267,96 @@ def cmd_cassini(args: argparse.Namespace) -> int:
                         "p99 iteration ms"], rows, digits=1))
     print(f"\nrun folder: {out} (results.json, cassini.png, summary.md)")
     return 0
+
+
+CLUSTER_DESCRIPTION = (
+    "Replay a trace's arrivals on one BMv2 network, once per --policy, side by side.\n"
+    "Each job (its GPUs as workers, one more host as destination) is submitted at its\n"
+    "arrival to the network's job desk, as `innet job submit` would: planned jointly\n"
+    "(base: the base scheduler's placement, all-red, no shift; cassini: CASSINI's\n"
+    "placement and shift; soar: SOAR's blue switches among those with pool room;\n"
+    "soar+cassini: both), installed as its difference, run by its hosts' agents\n"
+    "(iterations on CASSINI's grid, gradients aggregated through the switches in\n"
+    "ECT(0), windows cut on echoed CE marks) and released when it ends; a job that\n"
+    "does not fit waits. Links are bound as in `run cassini`: every egress queue drains\n"
+    "--capacity-pps / --slowdown packets/s. The fluid model replays the same jobs with\n"
+    "the same plans and start times and predicts what BMv2 measured.\n\n"
+    "Writes to --out: results.json ({\"policies\": {POLICY: {\"jobs\": [{\"name\",\n"
+    "\"hosts\", \"blue\", \"shift_ms\", \"iterations\", \"jct_s\", \"iteration_ms\",\n"
+    "\"marks\", \"retransmissions\", \"predicted_cost\", \"sums_exact\", ...}],\n"
+    "\"link_marks\", \"measured_cost\", \"predicted_cost\", \"fluid\", ...}}}),\n"
+    "cluster.png (JCT CDF, marks per link), timeline.png, summary.md, logs/. Exit\n"
+    "status 0 when every job of every policy ended with exact sums, else 1.\n\n"
+    + NEEDS
+)
+
+
+def _register_cluster(rsub: Any) -> None:
+    from innet.plan.cluster import POLICIES
+
+    clu = rsub.add_parser(
+        "cluster", help="a trace's jobs on one BMv2 network, per policy: JCT, marks, sums",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=CLUSTER_DESCRIPTION)
+    clu.add_argument("--topology", required=True,
+                     help="topology JSON with link Mbps (e.g. topologies/leafspine24.json)")
+    clu.add_argument("--trace", required=True,
+                     help="a trace file as innet cassini trace writes (e.g. "
+                          "examples/trace-cluster-leafspine.json)")
+    clu.add_argument("--policy", action="append", choices=POLICIES, default=None,
+                     help="repeat to compare (default: all four, in the order "
+                          f"{', '.join(POLICIES)})")
+    clu.add_argument("-k", type=K, default=4,
+                     help="at most k blue switches per job (soar policies; default 4)")
+    clu.add_argument("--capacity-pps", type=int_in(10, MAX_PPS), default=800,
+                     help="packets/s every egress queue drains, on the jobs' clock "
+                          "(default 800)")
+    clu.add_argument("--slowdown", type=float_in(1.0, MAX_SLOWDOWN), default=DEFAULT_SLOWDOWN,
+                     help=f"the emulation runs this many times slower than the jobs' clock "
+                          f"(default {DEFAULT_SLOWDOWN:g})")
+    clu.add_argument("--queue-depth", type=int_in(1, 2**19 - 1), default=100,
+                     help="packets (default 100)")
+    clu.add_argument("--ecn-threshold", type=int_in(0, 2**19 - 1), default=20,
+                     help="queued packets above which ECT packets are marked CE (default 20)")
+    add_tls(clu, starts=True)
+    clu.add_argument("--out", type=output_dir, default=None,
+                     help="run folder (default runs/cluster-DATE)")
+    add_json(clu, 'print {"run_folder", "ok", "policies": {POLICY: ...}} (results.json\'s '
+                  "policies)")
+    clu.set_defaults(func=cmd_cluster)
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from innet.emulation.cluster_run import ClusterRunOptions, run_cluster
+    from innet.plan.cluster import POLICIES
+    from innet.table import format_table
+
+    check_environment()
+    out = args.out or default_out("cluster")
+    options = ClusterRunOptions(args.topology, args.trace,
+                                tuple(args.policy) if args.policy else POLICIES,
+                                capacity_pps=args.capacity_pps, slowdown=args.slowdown,
+                                queue_depth=args.queue_depth, ecn_threshold=args.ecn_threshold,
+                                k=args.k, tls=args.tls)
+    try:
+        runs = run_cluster(options, out)
+    except EmulationError as exc:
+        raise InputError(str(exc)) from None
+    ok = all(r.sums_exact for r in runs)
+    if args.json:
+        print_json({"run_folder": str(out), "ok": ok,
+                    "policies": {r.policy: r.to_dict() for r in runs}})
+    else:
+        rows = [[r.policy, sum(j["state"] == "done" for j in r.jobs), r.mean_jct_s,
+                 r.predicted.get("mean_jct_s"), r.mean_iteration_ms,
+                 r.predicted.get("mean_iteration_ms"), r.marks, r.measured_cost,
+                 r.predicted_cost, "yes" if r.sums_exact else "NO"] for r in runs]
+        print(format_table(["policy", "jobs done", "mean JCT s", "fluid JCT s",
+                            "mean iteration ms", "fluid ms", "CE marks", "measured cost",
+                            "predicted cost", "sums exact"], rows, digits=4))
+        print(f"\nrun folder: {out} (results.json, cluster.png, timeline.png, summary.md)")
+    for r in runs:
+        if not r.sums_exact:
+            print(f"innet: {r.policy}: a job did not end with exact sums (see {out}/summary.md)",
+                  file=sys.stderr)
+    return 0 if ok else 1

@@ -57,8 +57,9 @@ class RunScale:
         return VECTOR_LEN * max(1, round(packets))
 
     def timing(self, profile: JobProfile, epoch: float, shift_ms: float, iterations: int,
-               now: float) -> JobTiming:
-        """The job's first grid point at least START_MARGIN_S from `now`, and its phases."""
+               now: float, realign: bool = True) -> JobTiming:
+        """The job's first grid point at least START_MARGIN_S from `now`, and its phases;
+        `realign`: its agents keep to the grid (CASSINI's policies) or not."""
         period = profile.iteration_ms * self.slowdown / 1000
         base = epoch + shift_ms * self.slowdown / 1000
         m = max(0, math.ceil((now + START_MARGIN_S - base) / period))
@@ -67,7 +68,7 @@ class RunScale:
         return JobTiming(origin=base + m * period, period_s=period,
                          comm_start_s=min(starts) * self.slowdown / 1000,
                          comm_end_s=min(max(ends), profile.iteration_ms) * self.slowdown / 1000,
-                         iterations=iterations)
+                         iterations=iterations, realign=realign)
 
 
 @dataclass
@@ -132,7 +133,11 @@ class AgentRun:
         durations = [max(p[i]["iteration_ms"] for p in per) for i in range(done)]
         checked = [x["digest"] == self.expected(x["iteration"]) for p in per for x in p
                    if x["complete"]]
+        starts = [p[0]["start"] for p in per if p]
+        ends = [p[-1]["start"] + p[-1]["iteration_ms"] / 1000 for p in per if p]
         return {"iterations_done": done,
+                "started_at": min(starts) if starts else None,
+                "ended_at": max(ends) if len(ends) == len(per) and done else None,
                 "mean_iteration_ms": (sum(durations) / len(durations) / self.scale.slowdown
                                       if durations else None),
                 "iteration_ms": [d / self.scale.slowdown for d in durations],
@@ -173,7 +178,7 @@ class JobLauncher:
         dest = self.start_destination(admission, folder)
         timing = self.scale.timing(admission.request.profile, self.epoch,
                                    admission.shift_ms, admission.request.iterations,
-                                   time.time())
+                                   time.time(), realign="cassini" in admission.policy)
         workers = {h: self.start_worker(admission, i, h, timing, folder)
                    for i, h in enumerate(admission.workers)}
         return AgentRun(admission, folder, self.scale, dest, workers)

@@ -14,6 +14,7 @@ now fit, in arrival order (docs/cluster-planner.md).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,8 @@ class JobRecord:
     switches: Mapping[str, str] = field(default_factory=dict)
     why: str | None = None
     run: JobRun | None = None
+    submitted_at: float = field(default_factory=time.time)
+    admitted_at: float | None = None
     stats: dict[str, Any] = field(default_factory=lambda: dict(NO_TRAFFIC))
 
     @property
@@ -137,6 +140,7 @@ class JobDesk:
             return False
         self.state = self.state.with_job(got)
         record.state, record.admission, record.why = "running", got, None
+        record.admitted_at = time.time()
         done = self.install(self.state)
         record.writes, record.switches = done.writes, dict(done.switches)
         try:
