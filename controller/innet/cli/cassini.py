@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -221,6 +222,14 @@ def _register_evaluate(sub: Any) -> None:
                             "(give this or --capacity; no default)")
     ev.add_argument("--out", type=output_dir, required=True, metavar="DIR",
                     help="directory for the plots (created if missing; required)")
+    ev.add_argument("--policy", action="append", default=None, metavar="POLICY",
+                    choices=("base", "cassini", "soar", "soar+cassini"),
+                    help="with --trace: predict `innet run cluster` under this policy of the "
+                         "live cluster's joint plan (base, cassini, soar, soar+cassini; "
+                         "repeat to compare): jobs admitted at arrival or when room frees, "
+                         "aggregation plans' link demands, run cluster's defaults for the "
+                         "links (800 packets/s, 4x slowdown, queue 100, ECN at 20); writes "
+                         "DIR/cluster-prediction.json (default: no policy, the arms above)")
     ev.add_argument("--prefix", type=_prefix,
                     help="file name prefix (default: cassini-<jobs file name>-)")
     ev.add_argument("--iterations", type=_count, default=100,
@@ -609,14 +618,42 @@ def _evaluate_trace(args: argparse.Namespace, config: FluidConfig, engine: Engin
     return 0
 
 
+def _predict_cluster(args: argparse.Namespace) -> int:
+    """`--trace --policy P`: what `innet run cluster` will measure, from the fluid model."""
+    from innet.emulation.cluster_run import ClusterRunOptions, predict_trace
+
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
+    policies = tuple(dict.fromkeys(args.policy))
+    got = predict_trace(ClusterRunOptions(args.topology, args.trace, policies))
+    (out / "cluster-prediction.json").write_text(json.dumps({"policies": got}, indent=1))
+    if args.json:
+        print_json({"policies": got})
+        return 0
+    print(format_table(["policy", "jobs placed", "mean JCT s", "mean iteration ms", "marks",
+                        "SOAR cost"],
+                       [[p, r["placed"], r["mean_jct_s"], r["mean_iteration_ms"], r["marks"],
+                         r["predicted_cost"]] for p, r in got.items()], digits=4))
+    print(f"wrote {out / 'cluster-prediction.json'} (compare: innet run cluster --topology "
+          f"{args.topology} --trace {args.trace})")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     config = FluidConfig(iterations=args.iterations, threshold_kb=args.threshold_kb,
                          realign_pct=args.realign_pct,
                          realign_budget_pct=args.realign_budget_pct, force=args.force)
     config.check()
+    if args.policy and args.trace is None:
+        raise InputError("--policy predicts a trace's live cluster run: give --trace")
     if args.trace is not None:
         if args.capacity is not None:
             raise InputError("--trace needs --topology, not --capacity")
+        if args.policy:
+            return _predict_cluster(args)
         engine = _engine(args)
         try:
             Path(args.out).mkdir(parents=True, exist_ok=True)

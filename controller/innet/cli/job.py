@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS
 from innet.cli.argtypes import K, int_in
 from innet.cli.options import add_json
-from innet.emulation import live
-from innet.errors import InputError, NetworkError
+from innet.emulation import jobclient
 from innet.jsonout import print_json
 from innet.plan.cluster import POLICIES
 from innet.table import format_table
@@ -102,30 +100,11 @@ def add_submit(jsub: Any) -> None:
 
 
 def submit_request(args: argparse.Namespace) -> dict[str, Any]:
-    """The `job_submit` request of the parsed options (a profile file's path made absolute:
-    the network's process has its own working directory)."""
-    job: dict[str, Any] = {"workers": args.workers, "iterations": args.iterations}
-    if args.model is not None:
-        job["model"] = args.model
-    else:
-        job["profile_file"] = str(Path(args.profile).resolve())
-    for key in ("values", "name", "k", "slots"):
-        if getattr(args, key) is not None:
-            job[key] = getattr(args, key)
-    return {"op": "job_submit", "job": job, "policy": args.policy}
-
-
-def ask(request: dict[str, Any]) -> dict[str, Any]:
-    """One request to the network that is up; its refusal as the error it was."""
-    record = live.running()
-    if record is None:
-        raise InputError("no network is up: start one with `innet net up --topology FILE` "
-                         "(without --workload)")
-    answer = live.ask(record, request)
-    if "error" in answer:
-        err = InputError if answer.get("exit") == 2 else NetworkError
-        raise err(answer["error"])
-    return answer
+    """The `job_submit` request of the parsed options."""
+    return jobclient.submit_request(args.model, args.workers, args.iterations,
+                                    profile_file=args.profile, policy=args.policy,
+                                    values=args.values, name=args.name, k=args.k,
+                                    slots=args.slots)
 
 
 def job_line(row: dict[str, Any]) -> str:
@@ -158,7 +137,7 @@ def jobs_table(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    row = ask(submit_request(args))
+    row = jobclient.ask(submit_request(args))
     if args.json:
         print_json(row)
     else:
@@ -167,7 +146,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    answer = ask({"op": "job_list"})
+    answer = jobclient.ask({"op": "job_list"})
     if args.json:
         print_json(answer)
     else:
@@ -176,7 +155,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    answer = ask({"op": "job_cancel", "name": args.name})
+    answer = jobclient.ask({"op": "job_cancel", "name": args.name})
     if args.json:
         print_json(answer)
         return 0

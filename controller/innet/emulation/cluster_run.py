@@ -29,11 +29,11 @@ from innet.cassini.placement.cluster import link_name
 from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from innet.emulation.control import LiveNetwork
 from innet.emulation.experiment import ControlledNetwork, controlled_network, prepare_run_folder
-from innet.emulation.jobrun import JobLauncher, RunScale
+from innet.emulation.jobrun import START_MARGIN_S, JobLauncher, RunScale
 from innet.emulation.jobs import JobRecord
 from innet.errors import InputError
 from innet.plan.cluster import POLICIES, JobRequest
-from innet.plan.clusterfluid import LinkBound, RanJob, predict
+from innet.plan.clusterfluid import Arrival, LinkBound, RanJob, predict, replay_trace
 from innet.plan.intent import IntentOptions, network_intent
 from innet.plan.linkdemand import chunks_per_iteration
 from innet.plan.program import C_AGG_FIRST, C_ECN_MARKED
@@ -72,7 +72,7 @@ class ClusterRunOptions:
 
     @property
     def scale(self) -> RunScale:
-        return RunScale(self.slowdown, self.capacity_pps)
+        return RunScale(self.slowdown, self.capacity_pps, self.capacity_pps / self.slowdown)
 
     @property
     def bound(self) -> LinkBound:
@@ -291,3 +291,29 @@ def write_results(out: Path, runs: list[PolicyRun], o: ClusterRunOptions) -> Non
     plot_cluster(out, runs)
     (out / "summary.md").write_text("\n".join(summary_lines(runs)) + "\n")
 
+
+
+def predict_trace(options: ClusterRunOptions) -> dict[str, dict[str, Any]]:
+    """What `run_cluster` will measure, from the fluid model alone: per policy, the trace's
+    jobs admitted at their arrivals (or when a job that leaves makes room), started on
+    their grids after the launcher's margin, with the mean JCT and iteration time, marks
+    and SOAR's cost of every job's plan (`innet cassini evaluate --trace --policy`)."""
+    o = options
+    o.check()
+    topo = load_topology(o.topology)
+    arrivals = [Arrival(r, a) for r, a in trace_requests(load_trace(o.trace), topo, o)]
+    out = {}
+    for policy in o.policies:
+        ran, result = replay_trace(topo, arrivals, policy, o.bound,
+                                   START_MARGIN_S * 1000 / o.slowdown)
+        times = [t for j in result.jobs for t in j.iterations_ms]
+        cost = sum(r.admission.phi * chunks_per_iteration(r.admission.request.values)
+                   * r.iterations for r in ran)
+        out[policy] = {
+            "mean_jct_s": sum(j.jct_ms for j in result.jobs) / len(result.jobs) / 1000,
+            "mean_iteration_ms": sum(times) / len(times), "marks": result.marks,
+            "predicted_cost": cost, "placed": len(ran), "jobs": [
+                {"name": r.admission.name, "hosts": list(r.admission.hosts),
+                 "blue": list(r.admission.blue), "shift_ms": r.admission.shift_ms,
+                 "ready_s": r.ready_ms / 1000} for r in ran]}
+    return out

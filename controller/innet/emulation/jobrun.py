@@ -47,6 +47,17 @@ class RunScale:
 
     slowdown: float = DEFAULT_SLOWDOWN
     capacity_pps: int = DEFAULT_CAPACITY_PPS
+    link_pps: float | None = None  # what each egress queue drains (emulation); None: unbound
+
+    def min_rto(self, inflight: int, workers: int) -> float:
+        """The workers' timer floor: on bound links, the time one link needs to drain every
+        worker's chunks in flight (the all-red worst case), so a queue that holds them is
+        never taken for a loss. At 200 packets/s a 5 ms floor let the stream's timer fire
+        on its own queueing, every retransmission of a merged chunk came back from the blue
+        switch as one more packet on the bottleneck, and iterations stalled for seconds."""
+        if self.link_pps is None:
+            return 0.005
+        return max(0.005, inflight * workers / self.link_pps)
 
     def values(self, profile: JobProfile, topo: Topology) -> int:
         """Gradient values per iteration: the profile's volume in packets at this scale (one
@@ -206,11 +217,13 @@ class JobLauncher:
                      folder: Path) -> Any:
         r, hosts = a.request, self.topo.hosts
         window = r.slots // 2
+        inflight = default_inflight([a.plan], window)
+        floor = self.scale.min_rto(inflight, r.workers)
         settings = JobWorkerSettings(
             dest=hosts[a.destination].ip, job=a.job, worker=index, workers=r.workers,
-            values=r.values, slots=r.slots, window=window,
-            inflight=default_inflight([a.plan], window), timing=timing,
-            progress=str(folder / f"progress-{host}.jsonl"), local_ip=hosts[host].ip)
+            values=r.values, slots=r.slots, window=window, inflight=inflight, timing=timing,
+            progress=str(folder / f"progress-{host}.jsonl"), local_ip=hosts[host].ip,
+            min_rto=floor, rto=max(0.2, floor), max_rto=max(1.0, 2 * floor))
         path = folder / f"worker-{host}.json"
         path.write_text(settings.to_json())
         return self.network.host(host).popen(

@@ -18,13 +18,14 @@ What BMv2 runs and what the model is given must be the same experiment:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from innet.cassini.placement.cluster import link_name
 from innet.cassini.sim.fluid import FluidConfig
 from innet.cassini.sim.trace import TraceJobRun, TraceResult, TraceSchedule, simulate_trace
-from innet.plan.cluster import Admission
+from innet.plan.cluster import Admission, ClusterSettings, ClusterState, JobRequest, admit
 from innet.plan.linkdemand import CHUNK_WIRE_BYTES, link_messages, unit_profile
 from innet.topology import Topology
 
@@ -84,3 +85,59 @@ def predict(topo: Topology, ran: Sequence[RanJob], policy: str, bound: LinkBound
     """What the fluid model says the run's jobs do: iteration times, JCTs, marks."""
     sched = cluster_schedule(topo, ran, policy, bound)
     return simulate_trace(sched, bound.config(sched.agents), label=policy)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A job of a trace as the planner takes it: its request and arrival (jobs' clock)."""
+
+    request: JobRequest
+    arrival_ms: float
+
+
+def first_grid_point(admission: Admission, at_ms: float) -> float:
+    """When a job admitted at `at_ms` starts: the first point of shift + m T at or after it
+    (the agents start on the grid, whatever the policy; jobrun.RunScale.timing)."""
+    period = admission.request.profile.iteration_ms
+    m = max(0, math.ceil((at_ms - admission.shift_ms) / period - 1e-9))
+    return admission.shift_ms + m * period
+
+
+def replay_trace(topo: Topology, arrivals: Sequence[Arrival], policy: str, bound: LinkBound,
+                 start_margin_ms: float, settings: ClusterSettings | None = None
+                 ) -> tuple[list[RanJob], TraceResult]:
+    """The trace as the live cluster would run it, in the fluid model alone: each job is
+    admitted (innet.plan.cluster.admit) at its arrival, or when a job that leaves makes room
+    (queued jobs in arrival order), and starts on its grid `start_margin_ms` later; jobs
+    leave when the model says their last iteration ends. Returns the jobs as they ran and
+    the model's result (every job, or those that could ever be placed)."""
+    pending = sorted(arrivals, key=lambda a: a.arrival_ms)
+    state, queue, ran = ClusterState(topo), [], []
+    left: set[str] = set()
+    result = TraceResult(policy, (), 0.0, 0.0)
+    while pending or queue:
+        ends = {j.name: j.finish_ms for j in result.jobs if j.name not in left}
+        next_end = min(ends.values(), default=math.inf)
+        if pending and pending[0].arrival_ms <= next_end:
+            now, arrived = pending[0].arrival_ms, pending.pop(0)
+            queue.append(arrived)
+        elif ends:
+            now = next_end
+            gone = min(ends, key=lambda n: ends[n])
+            left.add(gone)
+            state = state.without(gone)
+        else:  # nothing runs and nothing arrives: the queue can never be placed
+            break
+        admitted = False
+        for waiting in list(queue):
+            got = admit(state, waiting.request, policy, settings)
+            if isinstance(got, Admission):
+                state = state.with_job(got)
+                queue.remove(waiting)
+                ran.append(RanJob(got, waiting.arrival_ms,
+                                  first_grid_point(got, now + start_margin_ms),
+                                  waiting.request.iterations))
+                admitted = True
+        if admitted:
+            result = predict(topo, ran, policy, bound)
+    return ran, result
