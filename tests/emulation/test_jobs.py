@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -284,3 +285,47 @@ def test_the_prompt_builds_the_same_request() -> None:
                        "job": {"model": "VGG19", "workers": 2, "iterations": 3, "k": 1}}
     with pytest.raises(InputError, match="job submit: the following arguments"):
         prompt_submit(["--model", "VGG19"])
+
+
+def test_a_job_that_arrives_later_waits_for_its_time(topo: Topology) -> None:
+    """`--at`: the job is queued, saying when it arrives, and not planned before then; the
+    monitor's first tick after its time admits it."""
+    net = up(topo)
+    row = net.handle({"op": "job_submit", "at_s": 0.3,
+                      "job": {"name": "later", "model": "VGG19", "workers": 2,
+                              "iterations": 3}})
+    assert row["state"] == "queued" and row["why"].startswith("arrives at")
+    assert net.jobs.tick() == [] and listed(net)["later"]["state"] == "queued"
+    time.sleep(0.35)
+    assert net.jobs.tick() == ["later"] and listed(net)["later"]["state"] == "running"
+    with pytest.raises(InputError, match="at_s"):
+        net.handle({"op": "job_submit", "at_s": -1,
+                    "job": {"model": "VGG19", "workers": 2, "iterations": 3}})
+
+
+def test_a_trace_is_submitted_whole_with_its_arrivals_scaled(topo: Topology,
+                                                             tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"trace": "t", "jobs": [
+        {"name": "one", "model": "VGG19", "gpus": 3, "arrival_ms": 0.0, "iterations": 4},
+        {"name": "two", "model": "GPT-2", "gpus": 2, "arrival_ms": 250.0,
+         "iterations": 5}]}))
+    net = up(topo)
+    before = time.time()
+    rows = net.handle({"op": "trace_submit", "file": str(trace), "policy": "soar"})["jobs"]
+    assert [(r["name"], r["state"], r["workers"], r["iterations"]) for r in rows] == [
+        ("one", "running", 3, 4), ("two", "queued", 2, 5)]
+    second = net.jobs.records["two"]
+    assert second.arrives_at is not None  # 250 ms on the jobs' clock, 4x slower here
+    assert second.arrives_at - before == pytest.approx(1.0, abs=0.5)
+    with pytest.raises(InputError, match="already run or wait: one, two"):
+        net.handle({"op": "trace_submit", "file": str(trace)})
+
+
+def test_the_command_line_refuses_sizes_with_a_trace(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    assert main(["job", "submit", "--trace", str(tmp_path / "t.json"), "--workers", "3"]) == 2
+    assert "drop --workers" in capsys.readouterr().err
+    assert main(["job", "submit", "--model", "VGG19", "--workers", "3"]) == 2
+    assert "--workers and --iterations are required" in capsys.readouterr().err

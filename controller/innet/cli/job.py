@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from pathlib import Path
 from typing import Any
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS
-from innet.cli.argtypes import K, int_in
+from innet.cli.argtypes import K, float_in, int_in
 from innet.cli.options import add_json
 from innet.emulation import jobclient
+from innet.emulation.jobclient import MAX_DELAY_S
+from innet.errors import InputError
 from innet.jsonout import print_json
 from innet.plan.cluster import POLICIES
 from innet.table import format_table
@@ -62,14 +65,24 @@ def add_submit_options(p: Any) -> None:
     """The options of `job submit`, shared with the prompt's `job submit`."""
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--model", help="a model of the zoo (innet cassini zoo), e.g. VGG19; "
-                                      "this or --profile is required (no default)")
+                                      "one of --model, --profile, --trace is required (no "
+                                      "default)")
     what.add_argument("--profile", metavar="FILE",
                       help="a jobs file (innet cassini's format): its first job's profile; "
-                           "this or --model is required (no default)")
-    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), required=True,
-                   help="workers; the job takes one more host as its destination")
-    p.add_argument("--iterations", type=int_in(1, 10**9), required=True,
-                   help="iterations to train")
+                           "one of --model, --profile, --trace is required (no default)")
+    what.add_argument("--trace", metavar="FILE",
+                      help="a trace file (innet cassini trace's format): every job, each "
+                           "arriving at its arrival_ms (times the network's slowdown) from "
+                           "now, its GPUs as workers; one of --model, --profile, --trace is "
+                           "required (no default)")
+    p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None,
+                   help="workers; the job takes one more host as its destination (required "
+                        "with --model or --profile)")
+    p.add_argument("--iterations", type=int_in(1, 10**9), default=None,
+                   help="iterations to train (required with --model or --profile)")
+    p.add_argument("--at", type=float_in(0.0, MAX_DELAY_S), default=0.0, metavar="SECONDS",
+                   help="the job (a trace's start) arrives SECONDS from now; it waits in the "
+                        "queue until then (default 0: now)")
     p.add_argument("--values", type=int_in(1, 10**12), default=None,
                    help="gradient values per iteration (default: the profile's volume at the "
                         "emulation's scale, 800 packets/s for the slowest link: 2,016 for "
@@ -100,11 +113,23 @@ def add_submit(jsub: Any) -> None:
 
 
 def submit_request(args: argparse.Namespace) -> dict[str, Any]:
-    """The `job_submit` request of the parsed options."""
+    """The `job_submit` (or `trace_submit`) request of the parsed options."""
+    at = {"at_s": args.at} if args.at else {}
+    if args.trace is not None:
+        extra = [f for f in ("workers", "iterations", "values", "name", "k", "slots")
+                 if getattr(args, f) is not None]
+        if extra:
+            raise InputError(f"--trace gives every job's size and length: drop "
+                             f"{', '.join('--' + f for f in extra)}")
+        return {"op": "trace_submit", "file": str(Path(args.trace).resolve()),
+                "policy": args.policy, **at}
+    if args.workers is None or args.iterations is None:
+        raise InputError("job submit: --workers and --iterations are required with --model "
+                         "or --profile")
     return jobclient.submit_request(args.model, args.workers, args.iterations,
                                     profile_file=args.profile, policy=args.policy,
                                     values=args.values, name=args.name, k=args.k,
-                                    slots=args.slots)
+                                    slots=args.slots) | at
 
 
 def job_line(row: dict[str, Any]) -> str:
@@ -137,11 +162,12 @@ def jobs_table(rows: list[dict[str, Any]]) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    row = jobclient.ask(submit_request(args))
+    answer = jobclient.ask(submit_request(args))
     if args.json:
-        print_json(row)
+        print_json(answer)
     else:
-        print(job_line(row))
+        for row in answer.get("jobs", [answer]):
+            print(job_line(row))
     return 0
 
 

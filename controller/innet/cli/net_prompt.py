@@ -93,7 +93,9 @@ class InnetCLI(CLI):  # type: ignore[misc]  # Mininet is untyped
         job list | job cancel NAME: jobs on this network (each runs once installed)."""
         words = shlex.split(line)
         if words[:1] == ["submit"]:
-            print(job_line(self.live.handle(prompt_submit(words[1:]))))
+            answer = self.live.handle(prompt_submit(words[1:]))
+            for row in answer.get("jobs", [answer]):
+                print(job_line(row))
         elif words[:1] == ["list"] and len(words) == 1:
             self.do_jobs("")
         elif words[:1] == ["cancel"] and len(words) == 2:

@@ -7,8 +7,9 @@ the prompt shows. Requests are plain JSON: `{"op": "deploy", "options": IntentOp
 (fields left out keep the current ones), `{"op": "plan"}`, `{"op": "exec", "host", "argv"}`,
 and the jobs' (innet.emulation.jobs): `{"op": "job_submit", "job": {...}, "policy": P}`,
 `{"op": "job_list"}`, `{"op": "job_cancel", "name": N}`, `{"op": "readback"}` (every
-switch read back against the intent) and `{"op": "restart", "switch": S}` (a crash and a
-blank start of one switch, the fault the controller restores).
+switch read back against the intent), `{"op": "restart", "switch": S}` (a crash and a
+blank start of one switch, the fault the controller restores) and `{"op": "link", "a", "b",
+"up": BOOL}` (a link taken down or brought back, as Mininet's `link` command).
 
 A network runs either a `--workload` plan (deploy) or admitted jobs (job submit), never
 both: each is refused while the other holds the switches, since both would own job ids and
@@ -23,18 +24,28 @@ from __future__ import annotations
 
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from innet.bmv2.own_program import OwnProgram
 from innet.bmv2.thrift import run_cli
+from innet.cassini.experiments.traces import load_trace
 from innet.emulation.experiment import ControlledNetwork
+from innet.emulation.jobclient import MAX_DELAY_S
 from innet.emulation.jobrun import JobLauncher, RunScale
-from innet.emulation.jobs import DEFAULT_POLICY, Installed, JobDesk, Launch, job_request
+from innet.emulation.jobs import (
+    DEFAULT_POLICY,
+    ENDED,
+    Installed,
+    JobDesk,
+    Launch,
+    job_request,
+)
 from innet.errors import InputError
 from innet.p4rt.deploy import SwitchDeploy, diff, diff_replication
-from innet.plan.cluster import ClusterState
+from innet.plan.cluster import ClusterState, JobRequest
 from innet.plan.intent import IntentOptions, NetworkIntent, build_intent, held_slots
 from innet.plan.jobintent import cluster_intent
 from innet.soar.model import phi
@@ -136,12 +147,26 @@ class LiveNetwork:
         if op == "exec":
             return self.run_on_host(request.get("host"), request.get("argv"),
                                     float(request.get("timeout", 60)))
-        if op in ("job_submit", "job_list", "job_cancel", "readback"):
+        if op in ("job_submit", "trace_submit", "job_list", "job_cancel", "readback"):
             return self.handle_jobs(op, request)
         if op == "restart":
             return self.restart_switch(request.get("switch"))
-        raise InputError(f"unknown request {op!r} (deploy, plan, exec, job_submit, job_list, "
-                         "job_cancel, readback, restart)")
+        if op == "link":
+            return self.set_link(request.get("a"), request.get("b"), request.get("up"))
+        raise InputError(f"unknown request {op!r} (deploy, plan, exec, job_submit, "
+                         "trace_submit, job_list, job_cancel, readback, restart, link)")
+
+    def set_link(self, a: Any, b: Any, up: Any) -> dict[str, Any]:
+        """Take the link between nodes `a` and `b` down (both ends) or bring it back up, as
+        Mininet's `link a b down|up` does: packets on it are dropped meanwhile, and routes
+        do not change (they are the intent's)."""
+        ends = {(link.a.node, link.b.node) for link in self.topo.links}
+        if (a, b) not in ends and (b, a) not in ends:
+            raise InputError(f"no link between {a!r} and {b!r} in {self.topo.name}")
+        if not isinstance(up, bool):
+            raise InputError('link takes "up": true or false')
+        self.cn.network.net.configLinkStatus(a, b, "up" if up else "down")
+        return {"link": [a, b], "up": up}
 
     def restart_switch(self, name: Any) -> dict[str, Any]:
         """Kill a switch's process (SIGKILL, as a crash would) and start it again blank, on
@@ -166,8 +191,36 @@ class LiveNetwork:
                 raise InputError("job_cancel takes the job's name")
             return self.jobs.cancel(name)
         self.check_jobs_allowed()
+        policy = str(request.get("policy") or DEFAULT_POLICY)
+        delay = request.get("at_s", 0.0)
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not (
+                0 <= delay <= MAX_DELAY_S):
+            raise InputError(f"at_s: seconds from now in 0..{MAX_DELAY_S:g}, got {delay!r}")
+        if op == "trace_submit":
+            return self.submit_trace(request.get("file"), policy, time.time() + delay)
         job, model = job_request(request.get("job"), self.topo, self.jobs.records, self.scale)
-        return self.jobs.submit(job, str(request.get("policy") or DEFAULT_POLICY), model)
+        return self.jobs.submit(job, policy, model, time.time() + delay if delay else None)
+
+    def submit_trace(self, path: Any, policy: str, epoch: float) -> dict[str, Any]:
+        """Every job of a trace file (innet cassini's format), each arriving at `epoch` plus
+        its arrival (on the jobs' clock, times the network's slowdown), with its GPUs as
+        workers and its gradient at the network's scale."""
+        if not isinstance(path, str):
+            raise InputError("trace_submit takes the trace file's path")
+        trace = load_trace(path)
+        taken = [j.name for j in trace.jobs if j.name in self.jobs.records
+                 and self.jobs.records[j.name].state not in ENDED]
+        if taken:
+            raise InputError(f"jobs of {path} already run or wait: {', '.join(taken)}")
+        requests = []
+        for j in trace.jobs:
+            request = JobRequest(j.name, j.profile, j.profile.gpus, j.iterations,
+                                 self.scale.values(j.profile, self.topo))
+            request.check(self.topo)
+            requests.append((request, epoch + j.arrival_ms * self.scale.slowdown / 1000))
+        rows = [self.jobs.submit(r, policy, r.profile.model or r.profile.name, at)
+                for r, at in sorted(requests, key=lambda ra: ra[1])]
+        return {"jobs": rows}
 
     def check_jobs_allowed(self) -> None:
         """Jobs only where no --workload plan or own program holds the switches."""

@@ -32,6 +32,8 @@ from innet.aggproto import Worker
 from innet.emulation.agent import next_start
 from innet.emulation.agghost import chunks_of, digest, stream, worker_tensor
 
+REALIGN_BUDGET_PCT = 10.0
+
 
 @dataclass(frozen=True)
 class JobTiming:
@@ -45,6 +47,9 @@ class JobTiming:
     comm_end_s: float
     iterations: int
     realign: bool = True
+    # the longest wait a re-alignment may cost, % of the period: `cassini evaluate`'s
+    # default; a late iteration that would wait longer goes on off the grid
+    budget_pct: float = REALIGN_BUDGET_PCT
 
     def check(self) -> None:
         if not (self.period_s > 0 and 0 <= self.comm_start_s <= self.comm_end_s
@@ -108,7 +113,7 @@ def run_job_worker(s: JobWorkerSettings) -> dict[str, Any]:
                 break
             finished = record["iteration_ms"] / 1000
             start, moved = next_start(t.period_s, t.period_s, t.origin, start, finished,
-                                      t.realign)
+                                      t.realign, t.budget_pct)
             realigned += moved
     finally:
         sock.close()

@@ -18,6 +18,7 @@ from innet.emulation import live
 from innet.errors import InputError, NetworkError
 
 POLICY = "soar+cassini"
+MAX_DELAY_S = 7 * 24 * 3600.0  # a job submitted to arrive later: within a week
 
 
 def ask(request: dict[str, Any], state_dir: Path | None = None) -> dict[str, Any]:
@@ -50,11 +51,22 @@ def submit_request(model: str | None, workers: int, iterations: int, *,
 
 def submit_job(model: str | None, workers: int, iterations: int, *,
                profile_file: str | Path | None = None, policy: str = POLICY,
-               state_dir: Path | None = None, **extra: Any) -> dict[str, Any]:
-    """Plan the job jointly on the running network and install it (it runs), or queue it;
-    returns its row of `list_jobs`."""
-    return ask(submit_request(model, workers, iterations, profile_file=profile_file,
-                              policy=policy, **extra), state_dir)
+               at_s: float = 0.0, state_dir: Path | None = None, **extra: Any
+               ) -> dict[str, Any]:
+    """Plan the job jointly on the running network and install it (it runs), or queue it
+    (`at_s`: it arrives that many seconds from now); returns its row of `list_jobs`."""
+    request = submit_request(model, workers, iterations, profile_file=profile_file,
+                             policy=policy, **extra)
+    return ask(request | ({"at_s": at_s} if at_s else {}), state_dir)
+
+
+def submit_trace(path: str | Path, *, policy: str = POLICY, at_s: float = 0.0,
+                 state_dir: Path | None = None) -> list[dict[str, Any]]:
+    """Every job of a trace file, each arriving `at_s` + its arrival (scaled as the network
+    runs) from now; their rows."""
+    rows: list[dict[str, Any]] = ask({"op": "trace_submit", "file": str(Path(path).resolve()),
+                                      "policy": policy, "at_s": at_s}, state_dir)["jobs"]
+    return rows
 
 
 def list_jobs(state_dir: Path | None = None) -> list[dict[str, Any]]:

@@ -77,6 +77,8 @@ class JobRecord:
     why: str | None = None
     run: JobRun | None = None
     submitted_at: float = field(default_factory=time.time)
+    arrives_at: float | None = None  # a later arrival (--at, a trace): queued until then
+    planned: bool = False  # the planner has seen it since it arrived
     admitted_at: float | None = None
     stats: dict[str, Any] = field(default_factory=lambda: dict(NO_TRAFFIC))
 
@@ -114,11 +116,17 @@ class JobDesk:
         """Jobs that run or wait (what a --workload deploy would fight with)."""
         return [r.name for r in self.records.values() if r.state not in ENDED]
 
-    def queue(self) -> list[JobRecord]:
-        return [r for r in self.records.values() if r.state == "queued"]
+    def queue(self, now: float | None = None) -> list[JobRecord]:
+        """The jobs that have arrived and wait, in arrival order."""
+        now = time.time() if now is None else now
+        waiting = [r for r in self.records.values() if r.state == "queued"
+                   and (r.arrives_at is None or r.arrives_at <= now)]
+        return sorted(waiting, key=lambda r: r.arrives_at or r.submitted_at)
 
-    def submit(self, request: JobRequest, policy: str, model: str) -> dict[str, Any]:
-        """Admit the job now (installing its difference) or queue it with the reason."""
+    def submit(self, request: JobRequest, policy: str, model: str,
+               at: float | None = None) -> dict[str, Any]:
+        """Admit the job now (installing its difference) or queue it with the reason;
+        `at`: a later arrival (wall-clock time), when the monitor's tick takes it."""
         old = self.records.get(request.name)
         if old is not None and old.state not in ENDED:
             raise InputError(f"job {quote(request.name)} is already {old.state}")
@@ -129,11 +137,16 @@ class JobDesk:
         record = JobRecord(request, policy, model)
         self.records.pop(request.name, None)
         self.records[request.name] = record
-        self.try_admit(record)
+        if at is not None and at > time.time():
+            record.arrives_at = at
+            record.why = f"arrives at {time.strftime('%H:%M:%S', time.localtime(at))}"
+        else:
+            self.try_admit(record)
         return record.to_dict()
 
     def try_admit(self, record: JobRecord) -> bool:
         """Plan the job on the network as it is; install it, or leave it queued saying why."""
+        record.planned = True
         got = admit(self.state, record.request, record.policy)
         if isinstance(got, Wait):
             record.why = got.reason
@@ -169,6 +182,10 @@ class JobDesk:
                 got = record.run.outcome()
                 if got is not None:
                     admitted += self.end(record, *got)
+        now = time.time()
+        for record in self.queue(now):  # jobs whose arrival has come (--at, a trace)
+            if not record.planned and self.try_admit(record):
+                admitted.append(record.name)
         return admitted
 
     def shutdown(self) -> None:

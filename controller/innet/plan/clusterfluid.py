@@ -11,7 +11,8 @@ What BMv2 runs and what the model is given must be the same experiment:
 - Times. Arrivals and start times are the run's, measured on the jobs' clock from the run's
   epoch (the grid's origin), so a job's shift means the same in both.
 - Agents. Policies with CASSINI's shifts have agents (they wait for their grid and
-  re-align); `base` and `soar` start when their hosts are ready and never wait.
+  re-align when that costs at most 10% of the period, `cassini evaluate`'s default);
+  `base` and `soar` start when their hosts are ready and never wait.
 - Marks. The fluid queue marks above `threshold` packets of a `queue_depth` buffer: the
   switches' ECN threshold and queue depth, in the chunk's wire bytes.
 """
@@ -28,6 +29,8 @@ from innet.cassini.sim.trace import TraceJobRun, TraceResult, TraceSchedule, sim
 from innet.plan.cluster import Admission, ClusterSettings, ClusterState, JobRequest, admit
 from innet.plan.linkdemand import CHUNK_WIRE_BYTES, link_messages, unit_profile
 from innet.topology import Topology
+
+REALIGN_BUDGET_PCT = 10.0  # as the job agents' (innet.emulation.jobagent)
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ class LinkBound:
         kb = CHUNK_WIRE_BYTES / 1000
         return FluidConfig(threshold_kb=max(self.ecn_threshold, 1) * kb,
                            buffer_kb=max(self.queue_depth, self.ecn_threshold + 1) * kb,
-                           packet_bytes=CHUNK_WIRE_BYTES, realign_pct=5.0 if agents else None)
+                           packet_bytes=CHUNK_WIRE_BYTES, realign_pct=5.0 if agents else None,
+                           realign_budget_pct=REALIGN_BUDGET_PCT)
 
 
 def cluster_schedule(topo: Topology, ran: Sequence[RanJob], policy: str, bound: LinkBound
