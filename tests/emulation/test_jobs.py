@@ -283,7 +283,7 @@ def test_the_prompt_builds_the_same_request() -> None:
                              "-k", "1"])
     assert request == {"op": "job_submit", "policy": "soar+cassini",
                        "job": {"model": "VGG19", "workers": 2, "iterations": 3, "k": 1}}
-    with pytest.raises(InputError, match="job submit: the following arguments"):
+    with pytest.raises(InputError, match="job submit: --workers and --iterations are required"):
         prompt_submit(["--model", "VGG19"])
 
 

@@ -192,6 +192,17 @@ def _register_plan(sub: Any) -> None:
     plan.set_defaults(func=cmd_plan)
 
 
+def _cluster_policy_arg(ev: Any) -> None:
+    ev.add_argument("--policy", action="append", default=None, metavar="POLICY",
+                    choices=("base", "cassini", "soar", "soar+cassini"),
+                    help="with --trace: predict `innet run cluster` under this policy of the "
+                         "live cluster's joint plan (base, cassini, soar, soar+cassini; "
+                         "repeat to compare): jobs admitted at arrival or when room frees, "
+                         "aggregation plans' link demands, run cluster's defaults for the "
+                         "links (800 packets/s, 4x slowdown, queue 100, ECN at 20); writes "
+                         "DIR/cluster-prediction.json (default: no policy, the arms above)")
+
+
 def _register_evaluate(sub: Any) -> None:
     ev = sub.add_parser(
         "evaluate", help="fluid evaluation: base vs base + CASSINI, table and plots",
@@ -222,14 +233,7 @@ def _register_evaluate(sub: Any) -> None:
                             "(give this or --capacity; no default)")
     ev.add_argument("--out", type=output_dir, required=True, metavar="DIR",
                     help="directory for the plots (created if missing; required)")
-    ev.add_argument("--policy", action="append", default=None, metavar="POLICY",
-                    choices=("base", "cassini", "soar", "soar+cassini"),
-                    help="with --trace: predict `innet run cluster` under this policy of the "
-                         "live cluster's joint plan (base, cassini, soar, soar+cassini; "
-                         "repeat to compare): jobs admitted at arrival or when room frees, "
-                         "aggregation plans' link demands, run cluster's defaults for the "
-                         "links (800 packets/s, 4x slowdown, queue 100, ECN at 20); writes "
-                         "DIR/cluster-prediction.json (default: no policy, the arms above)")
+    _cluster_policy_arg(ev)
     ev.add_argument("--prefix", type=_prefix,
                     help="file name prefix (default: cassini-<jobs file name>-)")
     ev.add_argument("--iterations", type=_count, default=100,

@@ -76,10 +76,10 @@ def add_submit_options(p: Any) -> None:
                            "now, its GPUs as workers; one of --model, --profile, --trace is "
                            "required (no default)")
     p.add_argument("--workers", type=int_in(1, MAX_WORKERS), default=None,
-                   help="workers; the job takes one more host as its destination (required "
-                        "with --model or --profile)")
+                   help="workers; the job takes one more host as its destination (no default: "
+                        "required with --model or --profile)")
     p.add_argument("--iterations", type=int_in(1, 10**9), default=None,
-                   help="iterations to train (required with --model or --profile)")
+                   help="iterations to train (no default: required with --model or --profile)")
     p.add_argument("--at", type=float_in(0.0, MAX_DELAY_S), default=0.0, metavar="SECONDS",
                    help="the job (a trace's start) arrives SECONDS from now; it waits in the "
                         "queue until then (default 0: now)")

@@ -116,7 +116,9 @@ def replay_trace(topo: Topology, arrivals: Sequence[Arrival], policy: str, bound
     leave when the model says their last iteration ends. Returns the jobs as they ran and
     the model's result (every job, or those that could ever be placed)."""
     pending = sorted(arrivals, key=lambda a: a.arrival_ms)
-    state, queue, ran = ClusterState(topo), [], []
+    state = ClusterState(topo)
+    queue: list[Arrival] = []
+    ran: list[RanJob] = []
     left: set[str] = set()
     result = TraceResult(policy, (), 0.0, 0.0)
     while pending or queue:
