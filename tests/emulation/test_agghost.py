@@ -109,3 +109,27 @@ def test_chunks_in_flight_follow_the_plans_busiest_uplink() -> None:
     halves = split_workload(work, 2, 128)
     both = [plan_job(topo, w, "all-red", 4, seed=0) for w in halves]
     assert default_inflight(both, 64) == 8   # 8 + 8 messages per chunk through the root
+
+
+def test_a_send_on_a_link_that_is_down_is_a_loss_not_a_crash() -> None:
+    """With its interface down a host's sendto fails (ENETUNREACH): the pacer counts the
+    packet as lost, as any link may lose it, and the protocol's timers send it again;
+    other errors still raise."""
+    import errno as errnos
+
+    from innet import aggpacket as ap
+    from innet.emulation.agghost import Pacer
+
+    class DownSocket:
+        def __init__(self, code: int) -> None:
+            self.code = code
+
+        def sendto(self, data: bytes, where: object) -> int:
+            raise OSError(self.code, "refused")
+
+    pkt = ap.contribution(1, 0, 0, [1] * ap.VECTOR_LEN)
+    pacer = Pacer(DownSocket(errnos.ENETUNREACH))
+    pacer.send("10.0.0.1", pkt)
+    assert pacer.dropped == 1
+    with pytest.raises(OSError):
+        Pacer(DownSocket(errnos.EBADF)).send("10.0.0.1", pkt)

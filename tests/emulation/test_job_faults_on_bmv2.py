@@ -129,7 +129,7 @@ def test_a_link_down_for_five_seconds_costs_time_not_sums(up: Up) -> None:
     time.sleep(5)
     up.ask({"op": "link", "a": worker, "b": edge, "up": True})
     row = up.wait("detour", lambda r: r["state"] != "running", 120)
-    assert row["state"] == "done" and row["iterations_done"] == 25, row
+    assert row["state"] == "done" and row["iterations_done"] == 25, (row["why"], row)
     assert row["sums_exact"] is True and row["retransmissions"] > 0
     lines = [json.loads(x) for x in
              (up.run / "jobs" / "detour" / f"progress-{worker}.jsonl").read_text().splitlines()]

@@ -13,6 +13,7 @@ runs until SIGTERM, answering late retransmissions after it has every sum. With
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import select
 import signal
@@ -28,6 +29,8 @@ import numpy.typing as npt
 from innet import aggpacket as ap
 from innet.aggproto import Destination, Worker
 
+# send errors that mean "lost before it left": the host's link is down or its queue is full
+LOCAL_DROPS = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.ENOBUFS}
 MAX_ABS = 1.0  # the tensors' values lie in [-1, 1]: the bound the scale is chosen for
 
 
@@ -73,9 +76,17 @@ class Pacer:
     def __init__(self, sock: Any, burst: int = 4, gap: float = 0.0005) -> None:
         self.sock, self.burst, self.gap = sock, burst, gap
         self._n = 0
+        self.dropped = 0  # packets the host could not send (its link down)
 
     def send(self, ip: str, pkt: ap.AggPacket) -> None:
-        ap.send_packet(self.sock, ip, pkt)
+        try:
+            ap.send_packet(self.sock, ip, pkt)
+        except OSError as exc:
+            # the host's own link is down (or its queue full): the packet is lost here as it
+            # could be on any link, and the protocol's timers send it again
+            if exc.errno not in LOCAL_DROPS:
+                raise
+            self.dropped += 1
         self._n += 1
         if self._n % self.burst == 0:
             time.sleep(self.gap)

@@ -43,6 +43,7 @@ from innet.emulation.jobs import (
     Launch,
     job_request,
 )
+from innet.emulation.net import static_arp
 from innet.errors import InputError
 from innet.p4rt.deploy import SwitchDeploy, diff, diff_replication
 from innet.plan.cluster import ClusterState, JobRequest
@@ -166,6 +167,10 @@ class LiveNetwork:
         if not isinstance(up, bool):
             raise InputError('link takes "up": true or false')
         self.cn.network.net.configLinkStatus(a, b, "up" if up else "down")
+        if up:  # a host's interface that went down lost its static neighbours
+            for end in (a, b):
+                if end in self.topo.hosts:
+                    static_arp(self.topo, self.cn.network.net, end)
         return {"link": [a, b], "up": up}
 
     def restart_switch(self, name: Any) -> dict[str, Any]:

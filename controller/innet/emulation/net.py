@@ -197,10 +197,19 @@ def _prepare_hosts(topology: Topology, net: Any) -> None:
                  "> /dev/null 2>&1")
         node.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
                  "net.ipv6.conf.default.disable_ipv6=1")
-        for other in topology.hosts.values():
-            if other.name != h.name:
-                node.cmd(f"ip neigh replace {other.ip} lladdr {other.mac} dev {intf} "
-                         "nud permanent")
+        static_arp(topology, net, h.name)
+
+
+def static_arp(topology: Topology, net: Any, host: str) -> None:
+    """Host `host` knows every other host's MAC for good (our switches answer no ARP). An
+    interface taken down loses its neighbours, these too: a link brought back up needs them
+    again (innet.emulation.control's `link` request)."""
+    node = net.get(host)
+    intf = node.defaultIntf()
+    for other in topology.hosts.values():
+        if other.name != host:
+            node.cmd(f"ip neigh replace {other.ip} lladdr {other.mac} dev {intf} "
+                     "nud permanent")
 
 
 def _wait_for_carrier(net: Any, seconds: float = 10.0) -> None:
