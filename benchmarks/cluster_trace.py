@@ -42,6 +42,12 @@ def checks(policies: dict[str, Any]) -> list[tuple[str, bool]]:
              abs(r["measured_cost"] - r["predicted_cost"]) <= 1e-9 * r["predicted_cost"])
             for p, r in policies.items()]
     for p, r in policies.items():
+        alone = [j for j in r["jobs"] if j.get("measured_cost") is not None]
+        same = all(abs(j["measured_cost"] - j["predicted_cost"]) <= 1e-9 * j["predicted_cost"]
+                   for j in alone)
+        out.append((f"{p}: each job's measured cost == its phi x chunks sent ({len(alone)} of "
+                    f"{len(r['jobs'])} jobs had their ports to themselves)", same and bool(alone)))
+    for p, r in policies.items():
         fluid, bmv2 = r["fluid"].get("mean_iteration_ms"), r["mean_iteration_ms"]
         ok = fluid is not None and bmv2 and abs(fluid - bmv2) <= 0.2 * bmv2
         out.append((f"{p}: fluid mean iteration {fluid:.1f} ms within 20% of BMv2's "

@@ -50,10 +50,10 @@ def proc_status(pid: int) -> dict[str, int]:
     return fields
 
 
-def switches_rss_kb() -> int:
-    pids = subprocess.run(["pgrep", "-x", "simple_switch_g"], capture_output=True,
-                          text=True).stdout.split()
-    return sum(proc_status(int(p))["VmRSS"] for p in pids if Path(f"/proc/{p}").exists())
+def switches_rss_kb(record: live.NetworkRecord) -> int:
+    """The memory of this network's switches (their PIDs are in its record)."""
+    return sum(proc_status(p).get("VmRSS", 0) for p in record.footprint.switch_pids
+               if Path(f"/proc/{p}").exists())
 
 
 def submit(record: live.NetworkRecord, rng: random.Random, n: int) -> str:
@@ -72,7 +72,7 @@ def sample(pid: int, record: live.NetworkRecord, t0: float) -> dict[str, Any]:
     st = proc_status(pid)
     return {"t_s": round(time.time() - t0), "rss_mb": st["VmRSS"] / 1024,
             "fds": st["fds"], "threads": st["Threads"],
-            "switches_mb": switches_rss_kb() / 1024, **states}
+            "switches_mb": switches_rss_kb(record) / 1024, **states}
 
 
 def run(args: argparse.Namespace, out: Path) -> int:
@@ -89,8 +89,9 @@ def run(args: argparse.Namespace, out: Path) -> int:
                 print(log.read_text())
                 return 2
             time.sleep(1)
+        time.sleep(2)  # the record gets the switches' PIDs once the network is up
         record = live.running(state)
-        assert record is not None
+        assert record is not None and record.footprint.switch_pids, record
         return soak(args, record, proc.pid, out)
     finally:
         proc.send_signal(signal.SIGTERM)

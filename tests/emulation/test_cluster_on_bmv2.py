@@ -50,6 +50,10 @@ def test_a_trace_runs_under_two_policies_with_exact_sums_and_costs(tmp_path: Pat
                 assert j["jct_s"] > 0  # workers: the trace's GPUs; one more host: destination
                 assert len(j["hosts"]) == {"vgg19-1": 5, "gpt-2-2": 4}[j["name"]]
             assert run["measured_cost"] == pytest.approx(run["predicted_cost"], rel=1e-9)
+            # per job, from the counters read whenever the running set changed: these two
+            # jobs' trees send through no common port
+            for j in run["jobs"]:
+                assert j["measured_cost"] == pytest.approx(j["predicted_cost"], rel=1e-9), j
             assert run["fluid"]["mean_iteration_ms"] > 0
         assert all(j["blue"] for j in saved["soar+cassini"]["jobs"])
         assert not any(j["blue"] for j in saved["base"]["jobs"])

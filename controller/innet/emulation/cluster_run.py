@@ -26,6 +26,7 @@ from typing import Any
 from innet.bmv2.thrift import QueueSetting, queue_commands
 from innet.cassini.experiments.traces import Trace, load_trace
 from innet.cassini.placement.cluster import link_name
+from innet.emulation.aggregation import uplink_ports
 from innet.emulation.cassini_run import DEFAULT_SLOWDOWN, MAX_SLOWDOWN
 from innet.emulation.control import LiveNetwork
 from innet.emulation.experiment import ControlledNetwork, controlled_network, prepare_run_folder
@@ -170,13 +171,16 @@ def run_policy(cn: ControlledNetwork, topo: Topology, requests: list[tuple[JobRe
                        folder=folder, scale=o.scale, launch=launcher.start)
     pending = list(requests)
     deadline = t0 + time_bound(requests, o)
+    ledger = Ledger(read_counts(cn)[C_AGG_FIRST])
     with bar(total=len(requests), desc=policy, unit="job", show=o.progress) as progress:
         while pending or live.jobs.active():
             now = time.time()
             while pending and t0 + pending[0][1] * o.slowdown / 1000 <= now:
                 req, _ = pending.pop(0)
                 live.jobs.submit(req, policy, req.profile.model or req.profile.name)
+                ledger.update(cn, topo, live.jobs.records)
             live.jobs.tick()
+            ledger.update(cn, topo, live.jobs.records)
             progress.n = sum(r.state in ("done", "failed") for r in live.jobs.records.values())
             progress.refresh()
             if now > deadline:
@@ -184,8 +188,64 @@ def run_policy(cn: ControlledNetwork, topo: Topology, requests: list[tuple[JobRe
             time.sleep(TICK_S)
     live.close()  # a job still running past the bound is cancelled, and says so
     after = read_counts(cn)
-    return policy_result(topo, policy, live.jobs.records, requests, t0, o,
-                         diff_counts(before, after), time.time() - t0)
+    ledger.close(after[C_AGG_FIRST])
+    run = policy_result(topo, policy, live.jobs.records, requests, t0, o,
+                        diff_counts(before, after), time.time() - t0)
+    for row in run.jobs:
+        row["measured_cost"] = ledger.cost(row["name"])
+    return run
+
+
+@dataclass
+class Ledger:
+    """Each job's first transmissions, from the switches' per-port counters: read whenever
+    the set of running jobs changes, and each interval's increments on a port given to the
+    one job whose tree sends through it (its uplinks, weighted by 1/rate as phi weighs
+    them). A port that two jobs used in one interval makes both `shared` (no per-job
+    figure); a job that just ended still counts as a user for one interval (packets still
+    queued in the switches)."""
+
+    last: Counts
+    users: dict[str, dict[tuple[str, int], float]] = field(default_factory=dict)
+    running: frozenset[str] = frozenset()
+    lingering: frozenset[str] = frozenset()
+    per_job: dict[str, float] = field(default_factory=dict)
+    shared: set[str] = field(default_factory=set)
+
+    def update(self, cn: ControlledNetwork, topo: Topology,
+               records: dict[str, JobRecord]) -> None:
+        now = frozenset(n for n, r in records.items() if r.state == "running")
+        if now == self.running:
+            return
+        for n in now - set(self.users):
+            a = records[n].admission
+            assert a is not None
+            tree = a.plan.tree
+            self.users[n] = {(s, port): float(tree.weight[tree.index[s]])
+                             for s, port in uplink_ports(topo, a.plan).items()}
+        self.close(read_counts(cn)[C_AGG_FIRST])
+        self.lingering = self.running - now
+        self.running = now
+
+    def close(self, counts: Counts) -> None:
+        """Attribute what the ports sent since the last reading."""
+        active = self.running | self.lingering
+        for s, ports in counts.items():
+            for port, n in ports.items():
+                delta = n - self.last.get(s, {}).get(port, 0)
+                if not delta:
+                    continue
+                who = [j for j in active if (s, port) in self.users.get(j, {})]
+                if len(who) == 1:
+                    j = who[0]
+                    self.per_job[j] = self.per_job.get(j, 0.0) + delta * self.users[j][(s, port)]
+                elif len(who) > 1:
+                    self.shared.update(who)
+        self.last = counts
+
+    def cost(self, job: str) -> float | None:
+        """The job's measured first-transmission cost; None when its ports were shared."""
+        return None if job in self.shared else self.per_job.get(job, 0.0)
 
 
 def time_bound(requests: list[tuple[JobRequest, float]], o: ClusterRunOptions) -> float:

@@ -80,6 +80,7 @@ class JobRecord:
     arrives_at: float | None = None  # a later arrival (--at, a trace): queued until then
     planned: bool = False  # the planner has seen it since it arrived
     admitted_at: float | None = None
+    closed_at: float | None = None  # when the desk ended it (done, failed, cancelled)
     stats: dict[str, Any] = field(default_factory=lambda: dict(NO_TRAFFIC))
 
     @property
@@ -168,7 +169,7 @@ class JobDesk:
         if record.run is not None:
             record.run.stop()
             record.stats = record.run.stats()
-        record.state, record.why = state, why
+        record.state, record.why, record.closed_at = state, why, time.time()
         self.state = self.state.without(record.name)
         record.release_writes = self.install(self.state).writes
         return [r.name for r in self.queue() if self.try_admit(r)]
