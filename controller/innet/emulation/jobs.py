@@ -101,6 +101,7 @@ class JobRecord:
                 "phi": a.phi if a else None,
                 "iterations": self.request.iterations, "values": self.request.values,
                 **self.stats, "writes": self.writes, "release_writes": self.release_writes,
+                "closed_at": self.closed_at,
                 "switches": dict(self.switches), "why": self.why}
 
 
