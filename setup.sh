@@ -53,8 +53,9 @@ apt_install() {  # apt_install PKG... : install those not installed yet; quiet
 # (ethtool), captures, tmux (tests drive an interactive CLI in it), and what the venv and the
 # bundle need to unpack.
 DEBIAN_PACKAGES=(mininet bridge-utils iputils-ping iproute2 ethtool tcpdump psmisc procps
-                 xz-utils tmux g++ nlohmann-json3-dev)
-# g++ and nlohmann-json3-dev: innet compiles the ns-3 engine's program (ns3-sim/) with them
+                 xz-utils tmux g++ nlohmann-json3-dev chromium chromium-driver)
+# g++ and nlohmann-json3-dev: innet compiles the ns-3 engine's program (ns3-sim/) with them;
+# chromium and chromium-driver: the browser test of `net up`'s live view (selenium)
 
 # --- Finding the toolchain bundle
 
