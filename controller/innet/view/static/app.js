@@ -63,15 +63,16 @@ function build(state) {
   const pos = positions(state);
   const elements = [];
   for (const s of state.switches) {
-    elements.push({group: "nodes", data: {id: s.name, label: s.name, kind: "switch"},
+    elements.push({group: "nodes", data: {id: s.name, label: s.name, kind: "switch", colour: "#888"},
                    position: pos[s.name]});
   }
   for (const h of state.hosts) {
-    elements.push({group: "nodes", data: {id: h.name, label: h.name, kind: "host"},
+    elements.push({group: "nodes", data: {id: h.name, label: h.name, kind: "host", colour: "#ccc"},
                    position: pos[h.name]});
   }
   for (const l of state.links) {
-    elements.push({group: "edges", data: {id: `${l.a}--${l.b}`, source: l.a, target: l.b}});
+    elements.push({group: "edges", data: {id: `${l.a}--${l.b}`, source: l.a, target: l.b,
+                                            width: 1.5, colour: "#bbb", label: ""}});
   }
   cy = cytoscape({
     container: document.getElementById("graph"),
