@@ -51,12 +51,16 @@ function rateWidth(pps) {
   return pps ? Math.min(12, 1.5 + 2 * Math.log10(1 + pps)) : 1.5;
 }
 
+function rounded(x) {
+  return x < 10 ? x.toFixed(1) : String(Math.round(x));
+}
+
 function linkData(l) {
   const pps = (l.pps_ab || 0) + (l.pps_ba || 0);
   const marks = (l.marks_ab || 0) + (l.marks_ba || 0);
   const known = l.pps_ab !== null && l.pps_ba !== null;
   return {width: rateWidth(pps), colour: marks > 0 ? "#e6550d" : (pps > 0 ? "#555" : "#bbb"),
-          label: known && pps > 0 ? `${Math.round(pps)} pps` + (marks > 0 ? ` ${Math.round(marks)} CE/s` : "") : ""};
+          label: known && pps > 0 ? `${rounded(pps)} pps` + (marks > 0 ? ` ${rounded(marks)} CE/s` : "") : ""};
 }
 
 function build(state) {
