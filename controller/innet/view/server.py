@@ -63,17 +63,23 @@ class Sampler:
         self.pending: asyncio.Future[dict[str, Any]] | None = None
 
     async def fresh(self) -> dict[str, Any]:
+        """The latest sample, or a new one when it is older than SAMPLE_S; concurrent callers
+        share one read, and one that goes away (a closed page) does not cancel it."""
         if self.latest is not None and time.monotonic() - self.at < SAMPLE_S * 0.9:
             return self.latest
         if self.pending is None:
             self.pending = asyncio.get_running_loop().run_in_executor(None, self.watcher.sample)
-            try:
-                self.latest = await self.pending
-                self.at = time.monotonic()
-            finally:
-                self.pending = None
-            return self.latest
+            self.pending.add_done_callback(self._done)
         return await asyncio.shield(self.pending)
+
+    def _done(self, future: asyncio.Future[dict[str, Any]]) -> None:
+        self.pending = None
+        if future.cancelled():
+            return
+        if future.exception() is not None:
+            log.warning("the view could not read the network: %s", future.exception())
+            return
+        self.latest, self.at = future.result(), time.monotonic()
 
 
 def make_app(live: LiveNetwork, token: str) -> web.Application:
