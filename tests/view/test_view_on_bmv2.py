@@ -8,6 +8,7 @@ with INNET_REQUIRE_P4=1 a missing one fails the test instead of skipping it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from innet.emulation import live
 from innet.emulation.net import own_leftovers, require_bmv2, require_mininet
 from innet.topology import load_topology
 
@@ -62,6 +64,19 @@ def status_of(url: str, headers: dict[str, str] | None = None) -> int:
             return int(r.status)
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def carried(base: str, token: str) -> bool:
+    """Whether /api/state shows h1 sending and s4 forwarding to s2 (the ping's way up)."""
+    request = urllib.request.Request(base + "api/state",
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=30) as r:
+        links = json.load(r)["links"]
+    rate = {}
+    for link in links:
+        rate[(link["a"], link["b"])] = link["pps_ab"] or 0
+        rate[(link["b"], link["a"])] = link["pps_ba"] or 0
+    return rate[("h1", "s8")] > 0 and rate[("s4", "s2")] > 0
 
 
 @pytest.fixture
@@ -154,6 +169,21 @@ def test_the_live_view_of_a_network_that_is_up(network: tuple[dict[str, str], st
         return text if "aggregate job 1" in text else None
 
     assert wait_until("s4's entries", details, FOLLOW).startswith("s4: primary")
+
+    # a ping from h1 to h16 crosses s8, s4, s2, s1, s3, s7, s15: their links carry packets.
+    # It runs in h1's namespace directly: `net exec` would hold the network's lock while the
+    # ping lasts, and the view would see its packets only as one burst when it ends
+    record = live.running(Path(env["INNET_STATE_DIR"]))
+    assert record is not None
+    shell = dict(record.footprint.shells)["h1"]
+    ping = subprocess.Popen(["nsenter", "--target", str(shell), "--net", "ping", "-c", "150",
+                             "-i", "0.2", "-W", "5", "10.0.0.18"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until("packets per second on h1's path", lambda: carried(base, token), FOLLOW)
+    finally:
+        ping.kill()
+        ping.wait()
 
     moved = innet(env, "deploy", "--topology", BT15, "--workload", WORKLOAD, "-k", "2")
     assert moved.returncode == 0, moved.stderr
