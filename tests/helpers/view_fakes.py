@@ -34,6 +34,11 @@ class FakeSession:
         return {port: (p, 100 * p) for port, p in
                 self.net.packets.get(self.switch, {}).get(name, {}).items()}
 
+    def read_counter_sets(self, names: Any, indices: Any = None
+                          ) -> dict[str, dict[int, tuple[int, int]]]:
+        return {n: {i: c for i, c in self.read_counters(n).items()
+                    if indices is None or i in indices} for n in names}
+
     def read_entries(self, tables: Any, defaults: Any) -> tuple[Entry, ...]:
         return self.net.entries.get(self.switch, ())
 

@@ -71,7 +71,9 @@ def carried(base: str, token: str) -> bool:
     request = urllib.request.Request(base + "api/state",
                                      headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=30) as r:
-        links = json.load(r)["links"]
+        state = json.load(r)
+    print(f"one sample of the network took {state['sample_ms']} ms")
+    links = state["links"]
     rate = {}
     for link in links:
         rate[(link["a"], link["b"])] = link["pps_ab"] or 0
