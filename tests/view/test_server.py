@@ -15,13 +15,13 @@ import pytest
 from view_fakes import WORKLOAD, fake_up
 
 from innet.plan.intent import IntentOptions
-from innet.view.server import ViewServer
+from innet.view.server import ViewServer, live_view
 
 
 @pytest.fixture
 def server() -> Iterator[ViewServer]:
     live = fake_up(options=IntentOptions(workloads=(WORKLOAD,), k=4))
-    view = ViewServer(live, token="the-token")
+    view = live_view(live, token="the-token")
     yield view
     view.close()
     assert not view.thread.is_alive()
@@ -109,9 +109,9 @@ def test_the_event_stream_pushes_the_state(server: ViewServer) -> None:
 
 def test_a_taken_port_is_an_os_error() -> None:
     live = fake_up()
-    first = ViewServer(live)
+    first = live_view(live)
     try:
         with pytest.raises(OSError):
-            ViewServer(live, port=first.port)
+            live_view(live, port=first.port)
     finally:
         first.close()

@@ -86,7 +86,7 @@ def register(sub: Any) -> None:
                     help="run folder: logs, control socket (default runs/net-DATE)")
     up.add_argument("--pcap", action="store_true", help="capture every switch port")
     add_tls(up, starts=True, default=True)
-    _add_web(up)
+    add_web(up)
     up.set_defaults(func=cmd_up)
 
     ex = nsub.add_parser("exec", help="run a command on a host of the network that is up",
@@ -113,7 +113,7 @@ def register(sub: Any) -> None:
     info.set_defaults(func=cmd_info)
 
 
-def _add_web(up: Any) -> None:
+def add_web(up: Any) -> None:
     up.add_argument("--web", type=host_port, default=(WEB_HOST, 0), metavar="HOST:PORT",
                     help=f"serve the live view (a read-only page and JSON API, token "
                          f"required) there (default {WEB_HOST}:0, a free port of the "
@@ -181,10 +181,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _view(state: LiveNetwork, where: tuple[str, int]) -> ViewServer:
     """The live view's server (innet.view), started beside the control socket; aiohttp
     loaded only here, so the other commands start without it."""
-    from innet.view.server import ViewServer
+    from innet.view.server import live_view
 
     try:
-        return ViewServer(state, *where)
+        return live_view(state, *where)
     except OSError as exc:
         raise InputError(f"--web {where[0]}:{where[1]}: cannot serve the live view there: "
                          f"{exc.strerror or exc}") from None

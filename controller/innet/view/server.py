@@ -1,4 +1,6 @@
-"""The live view's web server: the page, `/api/state`, `/api/switch/NAME`, `/api/events`.
+"""The live view's web server: the page, `/api/state`, `/api/switch/NAME`, `/api/events`;
+and the same page over a finished run folder (`innet view RUN_FOLDER`: `/api/folder`,
+`/files/NAME`).
 
 It runs in a thread of its own with its own asyncio loop, so neither the prompt nor the job
 monitor waits on a browser. Every request needs the network's token (`?token=` or
@@ -19,11 +21,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from innet.emulation.control import LiveNetwork
+from innet.view.folder import file_type, folder_file, folder_summary
 from innet.view.state import Watcher, read_switch
 
 SAMPLE_S = 1.0  # seconds between two samples of the network (and two pushed events)
@@ -82,9 +86,8 @@ class Sampler:
         self.latest, self.at = future.result(), time.monotonic()
 
 
-def make_app(live: LiveNetwork, token: str) -> web.Application:
-    """The view's application for `live`, open to requests carrying `token`."""
-    sampler = Sampler(Watcher(live))
+def base_app(token: str, mode: str) -> web.Application:
+    """The token guard, the page and its files, and `/api/info` (which page to draw)."""
     expected = token.encode()
 
     @web.middleware
@@ -108,6 +111,20 @@ def make_app(live: LiveNetwork, token: str) -> web.Application:
         kind = TYPES.get(name[name.rfind("."):], "text/plain")
         return web.Response(body=static_text(name), content_type=kind)
 
+    async def info(request: web.Request) -> web.Response:
+        return web.json_response({"mode": mode})
+
+    app = web.Application(middlewares=[guard])
+    app.router.add_get("/", page)
+    app.router.add_get("/api/info", info)
+    app.router.add_get("/{name:(app.js|view.css|vendor/[a-zA-Z.-]+)}", static)
+    return app
+
+
+def make_app(live: LiveNetwork, token: str) -> web.Application:
+    """The view's application for `live`, open to requests carrying `token`."""
+    sampler = Sampler(Watcher(live))
+
     async def state(request: web.Request) -> web.Response:
         return web.json_response(await sampler.fresh())
 
@@ -129,26 +146,41 @@ def make_app(live: LiveNetwork, token: str) -> web.Application:
                 await asyncio.sleep(SAMPLE_S)
         return response
 
-    app = web.Application(middlewares=[guard])
-    app.router.add_get("/", page)
+    app = base_app(token, "live")
     app.router.add_get("/api/state", state)
     app.router.add_get("/api/switch/{name}", switch)
     app.router.add_get("/api/events", events)
-    app.router.add_get("/{name:(app.js|view.css|vendor/[a-zA-Z.-]+)}", static)
+    return app
+
+
+def make_folder_app(folder: Path, token: str) -> web.Application:
+    """The view of a finished run folder: its results, summary and plots, read when asked."""
+
+    async def summary(request: web.Request) -> web.Response:
+        return web.json_response(folder_summary(folder))
+
+    async def file(request: web.Request) -> web.FileResponse:
+        path = folder_file(folder, request.match_info["name"])
+        if path is None:
+            raise web.HTTPNotFound()
+        return web.FileResponse(path, headers={"Content-Type": file_type(path)})
+
+    app = base_app(token, "folder")
+    app.router.add_get("/api/folder", summary)
+    app.router.add_get("/files/{name}", file)
     return app
 
 
 class ViewServer:
-    """The app served on (host, port) from a thread with its own loop; port 0 takes a free
-    one. `url` is the page's address with the token; `close` stops it."""
+    """The app `app(token)` served on (host, port) from a thread with its own loop; port 0
+    takes a free one. `url` is the page's address with the token; `close` stops it."""
 
-    def __init__(self, live: LiveNetwork, host: str = "127.0.0.1", port: int = 0,
-                 token: str | None = None) -> None:
+    def __init__(self, app: Callable[[str], web.Application], host: str = "127.0.0.1",
+                 port: int = 0, token: str | None = None) -> None:
         self.token = token or secrets.token_urlsafe(24)
         self.host = host
         self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(make_app(live, self.token), access_log=None,
-                                    shutdown_timeout=1.0)
+        self.runner = web.AppRunner(app(self.token), access_log=None, shutdown_timeout=1.0)
         try:
             self.port = self.loop.run_until_complete(self._start(host, port))
         except BaseException:
@@ -180,3 +212,15 @@ class ViewServer:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
+
+
+def live_view(live: LiveNetwork, host: str = "127.0.0.1", port: int = 0,
+              token: str | None = None) -> ViewServer:
+    """The view of the network that `net up` holds, served."""
+    return ViewServer(lambda t: make_app(live, t), host, port, token)
+
+
+def folder_view(folder: Path, host: str = "127.0.0.1", port: int = 0,
+                token: str | None = None) -> ViewServer:
+    """The view of a finished run folder, served."""
+    return ViewServer(lambda t: make_folder_app(folder, t), host, port, token)

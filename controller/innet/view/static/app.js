@@ -202,4 +202,47 @@ function connect() {
   source.onerror = () => { status.textContent = "disconnected (retrying)"; status.className = "bad"; };
 }
 
-connect();
+// `innet view RUN_FOLDER`: a finished run's plots where the graph is, its summary and
+// results beside them, every file it has as a link.
+async function showFolder() {
+  const r = await fetch(api("/api/folder"));
+  const f = await r.json();
+  document.getElementById("topology").textContent = `run folder ${f.folder}`;
+  document.getElementById("status").textContent = "finished run (read-only)";
+  const graph = document.getElementById("graph");
+  graph.style.overflow = "auto";
+  graph.replaceChildren();
+  for (const file of f.files.filter(x => x.kind.startsWith("image/"))) {
+    const img = document.createElement("img");
+    img.src = api(`/files/${encodeURIComponent(file.name)}`);
+    img.alt = file.name;
+    img.style.maxWidth = "100%";
+    graph.appendChild(img);
+  }
+  const details = document.getElementById("details");
+  const summary = document.createElement("pre");
+  summary.textContent = f.summary || "(no summary.md)";
+  const results = document.createElement("pre");
+  results.textContent = f.results === null ? "(no results.json)"
+    : JSON.stringify(f.results, null, 1).slice(0, 20000);
+  details.replaceChildren(summary, results);
+  document.querySelector("#jobs").replaceChildren();
+  document.getElementById("h-details").textContent = "Summary and results";
+  document.getElementById("h-jobs").textContent = "";
+  document.getElementById("h-events").textContent = "Files";
+  const list = document.getElementById("events");
+  list.replaceChildren();
+  for (const file of f.files) {
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = api(`/files/${encodeURIComponent(file.name)}`);
+    a.textContent = `${file.name} (${file.bytes} B)`;
+    li.appendChild(a);
+    list.appendChild(li);
+  }
+  document.body.dataset.files = String(f.files.length);
+}
+
+fetch(api("/api/info")).then(r => r.json()).then(info => {
+  if (info.mode === "folder") showFolder(); else connect();
+});
