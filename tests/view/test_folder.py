@@ -4,12 +4,14 @@ regular files of known kinds only, by name), behind the same token as the live v
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from view_browser import chromium, severe
 
 from innet.cli import main
 from innet.view.folder import folder_file, folder_summary
@@ -79,3 +81,19 @@ def test_a_missing_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
                                      ) -> None:
     assert main(["view", str(tmp_path / "nowhere")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_the_page_shows_a_run_folder_in_a_browser(server: ViewServer, tmp_path: Path) -> None:
+    """Chromium draws the folder's plot and lists its files, with nothing in its console."""
+    with chromium(tmp_path / "chromium") as driver:
+        driver.get(server.url)
+        deadline = time.monotonic() + 60
+        while driver.execute_script("return document.body.dataset.files || ''") != "3":
+            assert time.monotonic() < deadline, "the page did not list the folder's files"
+            time.sleep(0.3)
+        images = driver.execute_script(
+            "return [...document.querySelectorAll('#graph img')].map(i => i.alt)")
+        assert images == ["cluster.png"]
+        assert "soar: 1.5 s" in driver.find_element("id", "details").text
+        driver.save_screenshot(str(tmp_path / "folder.png"))
+        assert severe(driver) == []

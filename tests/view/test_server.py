@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from view_browser import chromium, severe
 from view_fakes import WORKLOAD, fake_up
 
 from innet.plan.intent import IntentOptions
@@ -115,3 +118,32 @@ def test_a_taken_port_is_an_os_error() -> None:
             live_view(live, port=first.port)
     finally:
         first.close()
+
+
+def page_value(driver: Any, key: str) -> str:
+    return str(driver.execute_script(f"return document.body.dataset.{key} || ''"))
+
+
+def wait_for(what: str, check: Any) -> None:
+    deadline = time.monotonic() + 60
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} on the page"
+        time.sleep(0.3)
+
+
+def test_the_page_follows_a_deploy_in_a_browser(tmp_path: Path) -> None:
+    """Chromium draws the stand-in network's 15 switches and blue set and follows a deploy
+    made through the control socket's handler, with nothing in its console."""
+    live = fake_up(options=IntentOptions(workloads=(WORKLOAD,), k=4))
+    view = live_view(live)
+    try:
+        with chromium(tmp_path / "chromium") as driver:
+            driver.get(view.url)
+            wait_for("blue set s4..s7", lambda: page_value(driver, "blue") == "s4,s5,s6,s7")
+            assert page_value(driver, "switches") == "15"
+            live.handle({"op": "deploy", "options": {"k": 2}})
+            wait_for("blue set s2, s3", lambda: page_value(driver, "blue") == "s2,s3")
+            assert "plan (soar, k = 2)" in driver.find_element("id", "jobs").text
+            assert severe(driver) == []
+    finally:
+        view.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from view_browser import chromium, severe
 
 from innet.emulation import live
 from innet.emulation.net import own_leftovers, require_bmv2, require_mininet
@@ -38,8 +38,6 @@ READY = "innet net: ready"
 SLOW = 180.0  # bringing 15 BMv2 switches up on a busy two-core machine
 PAGE = 90.0  # the page's first state (Chromium starting on that machine included)
 FOLLOW = 30.0  # a deploy seen by the page (pushed about once a second)
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 
 
 def innet(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -83,24 +81,8 @@ def carried(base: str, token: str) -> bool:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    if CHROMIUM is None or DRIVER is None:
-        pytest.skip("needs chromium and chromedriver (apt-get install chromium chromium-driver)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.skip("needs selenium (pip install selenium)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1400,900", f"--user-data-dir={tmp_path / 'chromium'}"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    try:
+    with chromium(tmp_path / "chromium") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture
@@ -196,5 +178,4 @@ def test_the_live_view_of_a_network_that_is_up(network: tuple[dict[str, str], st
                lambda: "job 1: blue s2, s3" in browser.find_element(By.ID, "events").text,
                FOLLOW)
     browser.save_screenshot(str(tmp_path / "view.png"))
-    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    assert severe == []
+    assert severe(browser) == []
