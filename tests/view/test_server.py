@@ -4,6 +4,8 @@ and the page, its files, the JSON API and the event stream answer."""
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import threading
 import time
@@ -147,3 +149,21 @@ def test_the_page_follows_a_deploy_in_a_browser(tmp_path: Path) -> None:
             assert severe(driver) == []
     finally:
         view.close()
+
+
+def test_closing_ends_open_event_streams() -> None:
+    """net up going down with a page still open: the stream ends, the server's thread too."""
+    view = live_view(fake_up())
+    try:
+        url = f"http://127.0.0.1:{view.port}/api/events?token={view.token}"
+        with urllib.request.urlopen(url, timeout=30) as r:
+            assert any(line.startswith(b"data: ") for line in (r.readline(), r.readline()))
+            view.close()
+            assert not view.thread.is_alive()
+            # the stream ends (closed, maybe cut mid-chunk) instead of waiting for more
+            # events: a hang would raise the read's timeout
+            with contextlib.suppress(http.client.IncompleteRead):
+                r.read()
+    finally:
+        if view.thread.is_alive():
+            view.close()

@@ -139,7 +139,7 @@ def make_app(live: LiveNetwork, token: str) -> web.Application:
     async def events(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **HEADERS})
         await response.prepare(request)
-        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+        with contextlib.suppress(ConnectionError):  # the page went away
             while True:
                 data = json.dumps(await sampler.fresh(), separators=(",", ":"))
                 await response.write(f"event: state\ndata: {data}\n\n".encode())
