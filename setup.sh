@@ -55,6 +55,9 @@ apt_install() {  # apt_install PKG... : install those not installed yet; quiet
 DEBIAN_PACKAGES=(mininet bridge-utils iputils-ping iproute2 ethtool tcpdump psmisc procps
                  xz-utils tmux g++ nlohmann-json3-dev)
 # g++ and nlohmann-json3-dev: innet compiles the ns-3 engine's program (ns3-sim/) with them
+# The browser test of `net up`'s live view (selenium drives Chromium); Debian's names (Ubuntu
+# ships Chromium as a snap: there the test skips, or fails under INNET_REQUIRE_P4=1)
+BROWSER_PACKAGES=(chromium chromium-driver)
 
 # --- Finding the toolchain bundle
 
@@ -253,6 +256,8 @@ main() {
   if command -v dpkg-query >/dev/null 2>&1; then
     if is_root; then
       apt_install "${DEBIAN_PACKAGES[@]}"
+      apt_install "${BROWSER_PACKAGES[@]}" \
+        || skipped+=("Chromium (${BROWSER_PACKAGES[*]}): apt-get could not install it; the live view's browser test skips without it")
     else
       skipped+=("the Debian packages (${DEBIAN_PACKAGES[*]}): not root, so nothing was installed with apt-get; the Mininet tests skip without them")
     fi

@@ -187,6 +187,12 @@ def test_counters_read_by_index_or_all(server: FakeP4RuntimeServer, client: Swit
     assert client.read_counters("port_in", 3) == {3: (10, 1500)}
     every = client.read_counters("port_in")
     assert len(every) == 512 and every[3] == (10, 1500) and every[4] == (0, 0)
+    server.device(0).bump_counter("port_out", 5, 2, 200)
+    both = client.read_counter_sets(["port_in", "port_out"])
+    assert both["port_in"] == every and both["port_out"][5] == (2, 200)
+    assert both["port_out"][3] == (0, 0) and len(both["port_out"]) == 512
+    few = client.read_counter_sets(["port_in", "port_out"], [3, 5])
+    assert few == {"port_in": {3: (10, 1500), 5: (0, 0)}, "port_out": {3: (0, 0), 5: (2, 200)}}
 
 
 def test_register_reads_are_unimplemented_as_on_bmv2(client: SwitchClient) -> None:

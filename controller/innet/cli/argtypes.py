@@ -106,3 +106,13 @@ def probability(text: str) -> float:
 
 
 _PROBABILITY = float_in(0.0, 1.0, high_open=True)
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (an IPv6 host in brackets: `[::1]:8080`); port 0 takes a free one."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    number = int_in(0, 65535)(port)
+    return host, number

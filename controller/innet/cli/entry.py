@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from innet import __version__
-from innet.cli import cassini, demo, deploy, doctor, job, net, pcap, run, soar, topo
+from innet.cli import cassini, demo, deploy, doctor, job, net, pcap, run, soar, topo, view
 from innet.cli.parsing import Parser, printable_streams, say
 from innet.errors import EXIT_INPUT, EXIT_NETWORK, InputError, NetworkError
 
@@ -28,6 +28,7 @@ innet: in-network computing on P4 switches.
   run       Mininet experiments on BMv2 (aggregation, CASSINI ECN)
   net       an emulated network that stays up: Mininet's CLI, plans changed live
   job       jobs submitted to, listed on and cancelled from the network that is up
+  view      a finished run folder's results and plots in the browser (net up serves its own)
   pcap      summarise a packet capture
   topo      generate and check topology files
   demo      everything this machine can run, one command
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="innet", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"innet {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for front_end in (soar, topo, cassini, deploy, pcap, run, net, job, demo, doctor):
+    for front_end in (soar, topo, cassini, deploy, pcap, run, net, job, view, demo, doctor):
         front_end.register(sub)
     return parser
 

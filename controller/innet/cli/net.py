@@ -19,9 +19,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from innet.bmv2.thrift import queue_commands, queue_settings
+from innet.cli.argtypes import host_port
 from innet.cli.options import (
     add_intent_options,
     add_json,
@@ -44,7 +45,11 @@ from innet.plan.intent import IntentOptions, build_intent
 from innet.table import format_table
 from innet.topology import load_topology
 
+if TYPE_CHECKING:
+    from innet.view.server import ViewServer
+
 READY = "innet net: ready"  # the line scripts wait for
+WEB_HOST = "127.0.0.1"
 
 
 def register(sub: Any) -> None:
@@ -81,6 +86,7 @@ def register(sub: Any) -> None:
                     help="run folder: logs, control socket (default runs/net-DATE)")
     up.add_argument("--pcap", action="store_true", help="capture every switch port")
     add_tls(up, starts=True, default=True)
+    add_web(up)
     up.set_defaults(func=cmd_up)
 
     ex = nsub.add_parser("exec", help="run a command on a host of the network that is up",
@@ -105,6 +111,15 @@ def register(sub: Any) -> None:
                                        "(or that none is).")
     add_json(info, "print the record as JSON")
     info.set_defaults(func=cmd_info)
+
+
+def add_web(up: Any) -> None:
+    up.add_argument("--web", type=host_port, default=(WEB_HOST, 0), metavar="HOST:PORT",
+                    help=f"serve the live view (a read-only page and JSON API, token "
+                         f"required) there (default {WEB_HOST}:0, a free port of the "
+                         "loopback only)")
+    up.add_argument("--no-web", action="store_true",
+                    help="do not serve the live view (default: serve it)")
 
 
 def _address_table(cn: ControlledNetwork) -> str:
@@ -144,13 +159,17 @@ def cmd_up(args: argparse.Namespace) -> int:
             state = LiveNetwork(topo, cn, intent, options, own, args.program, out)
             server = live.ControlServer(Path(record.control), state.handle)
             state.start_monitor()
+            view = None
             try:
-                _announce(state, out)
+                view = None if args.no_web else _view(state, args.web)
+                _announce(state, out, view)
                 if args.no_cli:
                     _wait_for_signal()
                 else:
                     _prompt(state)
             finally:
+                if view is not None:
+                    view.close()
                 server.close()
                 state.close()
     except EmulationError as exc:
@@ -159,7 +178,19 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _announce(state: LiveNetwork, out: Path) -> None:
+def _view(state: LiveNetwork, where: tuple[str, int]) -> ViewServer:
+    """The live view's server (innet.view), started beside the control socket; aiohttp
+    loaded only here, so the other commands start without it."""
+    from innet.view.server import live_view
+
+    try:
+        return live_view(state, *where)
+    except OSError as exc:
+        raise InputError(f"--web {where[0]}:{where[1]}: cannot serve the live view there: "
+                         f"{exc.strerror or exc}") from None
+
+
+def _announce(state: LiveNetwork, out: Path, view: ViewServer | None = None) -> None:
     """The network, how to reach each switch, its plan, and the line scripts wait for."""
     topo = state.topo
     print(f"network {topo.name} is up: {len(topo.switches)} switches, "
@@ -172,6 +203,8 @@ def _announce(state: LiveNetwork, out: Path) -> None:
         print(f"P4Runtime over TLS: the switches accept only the controller certificate in "
               f"{state.cn.tls.folder} (root's)")
     print(state.plan_text())
+    if view is not None:
+        print(f"view: {view.url}")
     print(READY, flush=True)
 
 

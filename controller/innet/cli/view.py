@@ -1,0 +1,49 @@
+"""`innet view RUN_FOLDER`: a finished run's results, summary and plots in the live view's
+page (innet.view), served on the loopback with a token until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from innet.cli.argtypes import host_port
+from innet.cli.net import WEB_HOST
+from innet.errors import InputError
+
+
+def register(sub: Any) -> None:
+    view = sub.add_parser(
+        "view", help="a finished run folder's results and plots in the browser",
+        description="Serve RUN_FOLDER's results.json, summary.md and plots (its own files "
+                    "only) in the page `net up` serves for a live network; read-only, on "
+                    "the loopback, with a random token in the printed address. Until "
+                    "Ctrl-C.")
+    view.add_argument("folder", metavar="RUN_FOLDER", type=Path,
+                      help="a run folder (innet run ... --out, net up's, ...) (required)")
+    view.add_argument("--web", type=host_port, default=(WEB_HOST, 0), metavar="HOST:PORT",
+                      help=f"where to serve it (default {WEB_HOST}:0, a free port of the "
+                           "loopback only)")
+    view.set_defaults(func=cmd_view)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    folder: Path = args.folder
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a folder (give a run folder)")
+    from innet.view.server import folder_view  # aiohttp loaded only for this command
+
+    try:
+        server = folder_view(folder.resolve(), *args.web)
+    except OSError as exc:
+        raise InputError(f"--web {args.web[0]}:{args.web[1]}: cannot serve there: "
+                         f"{exc.strerror or exc}") from None
+    try:
+        print(f"view: {server.url}", flush=True)
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.close()

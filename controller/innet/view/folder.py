@@ -1,0 +1,54 @@
+"""A finished run folder as the view shows it (`innet view RUN_FOLDER`): its results.json,
+summary.md and plots, and the one rule for which of its files may be served.
+
+Only the folder's own regular files with a known kind are listed and served, by name: no
+sub-folder, no symbolic link (one could point anywhere), nothing hidden, so a request can
+reach nothing outside what the listing shows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+KINDS = {".png": "image/png", ".svg": "image/svg+xml", ".json": "application/json",
+         ".md": "text/plain; charset=utf-8", ".txt": "text/plain; charset=utf-8",
+         ".csv": "text/plain; charset=utf-8", ".log": "text/plain; charset=utf-8"}
+SHOWN_BYTES = 2_000_000  # results.json and summary.md larger than this are listed, not inlined
+
+
+def listed(folder: Path) -> list[Path]:
+    """The files of `folder` the view may serve, by name."""
+    return sorted((p for p in folder.iterdir()
+                   if p.suffix in KINDS and not p.name.startswith(".") and not p.is_symlink()
+                   and p.is_file()), key=lambda p: p.name)
+
+
+def folder_file(folder: Path, name: str) -> Path | None:
+    """The file `name` of the listing, or None (anything else asked for)."""
+    return next((p for p in listed(folder) if p.name == name), None)
+
+
+def file_type(path: Path) -> str:
+    return KINDS.get(path.suffix, "application/octet-stream")
+
+
+def _small_text(path: Path) -> str | None:
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > SHOWN_BYTES:
+        return None
+    return path.read_text(errors="replace")
+
+
+def folder_summary(folder: Path) -> dict[str, Any]:
+    """`/api/folder`: the folder's name, its files (name, kind, bytes), its results.json
+    (parsed; None when absent, too large or not JSON) and summary.md."""
+    files = [{"name": p.name, "kind": file_type(p), "bytes": p.stat().st_size}
+             for p in listed(folder)]
+    text = _small_text(folder / "results.json")
+    try:
+        results = None if text is None else json.loads(text)
+    except ValueError:
+        results = None
+    return {"folder": folder.name, "files": files, "results": results,
+            "summary": _small_text(folder / "summary.md")}
