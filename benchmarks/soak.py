@@ -19,6 +19,7 @@ samples and the checks:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -48,6 +49,24 @@ def proc_status(pid: int) -> dict[str, int]:
             fields[key] = int(value.split()[0])
     fields["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
     return fields
+
+
+def fd_targets(pid: int) -> list[str]:
+    """What each open descriptor of a process points at (a file, socket:[inode], pipe:...)."""
+    targets = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed between the listing and the read
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return targets
+
+
+def kinds(targets: list[str]) -> dict[str, int]:
+    """Descriptors by kind: sockets, pipes, anonymous inodes, files by folder."""
+    out: dict[str, int] = {}
+    for t in targets:
+        kind = t.split(":")[0] if ":" in t and not t.startswith("/") else str(Path(t).parent)
+        out[kind] = out.get(kind, 0) + 1
+    return out
 
 
 def switches_rss_kb(record: live.NetworkRecord) -> int:
@@ -102,6 +121,7 @@ def soak(args: argparse.Namespace, record: live.NetworkRecord, pid: int, out: Pa
     rng = random.Random(args.seed)
     t0 = time.time()
     samples = [sample(pid, record, t0)]
+    fds_before = kinds(fd_targets(pid))
     submitted, n, next_job, next_sample = [], 0, t0, t0 + args.sample
     while time.time() < t0 + args.minutes * 60:
         now = time.time()
@@ -124,9 +144,16 @@ def soak(args: argparse.Namespace, record: live.NetworkRecord, pid: int, out: Pa
             live.ask(record, {"op": "job_cancel", "name": row["name"]})
     time.sleep(5)
     samples.append(sample(pid, record, t0))
+    fds_after = kinds(fd_targets(pid))
+    changed = {k: (fds_before.get(k, 0), fds_after.get(k, 0))
+               for k in sorted(set(fds_before) | set(fds_after))
+               if fds_before.get(k, 0) != fds_after.get(k, 0)}
+    print("descriptors that differ from the baseline, by kind (before, after): "
+          + (json.dumps(changed) if changed else "none"))
     back = live.ask(record, {"op": "readback"})
     rows = live.ask(record, {"op": "job_list"})["jobs"]
     (out / "soak.json").write_text(json.dumps({"samples": samples, "jobs": rows,
+                                               "descriptors_changed": changed,
                                                "readback": back}, indent=1))
     return report(samples, rows, back, args.minutes)
 
@@ -148,6 +175,9 @@ def report(samples: list[dict[str, Any]], rows: list[dict[str, Any]], back: dict
         ("every switch reads back equal to the intent (routes only)", bool(back["equal"])),
         (f"{len(done)} jobs done, every one with exact sums",
          all(r["sums_exact"] is True for r in done))]
+    print(f"switches' memory (all together, not a check): {samples[0]['switches_mb']:.0f} MB "
+          f"at start, {after[0]['switches_mb']:.0f} MB at {after[0]['t_s']} s, "
+          f"{samples[-1]['switches_mb']:.0f} MB at the end")
     failed = 0
     for text, ok in checks:
         print(f"{'ok  ' if ok else 'FAIL'} {text}")
