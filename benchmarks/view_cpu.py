@@ -1,6 +1,8 @@
-"""What the live view of `net up` costs: CPU of its server with no page open and with one.
+"""What the live view of `net up` costs: CPU of its server with no page open and with one,
+and how much a page open slows the gradient aggregation of a job running on the network.
 
     sudo .venv/bin/python benchmarks/view_cpu.py [--seconds 30] [--topology topologies/bt15.json]
+        [--rounds 3] [--iterations 30]
 
 Starts `innet net up --no-cli` (k = 4 on bt15 by default, its own INNET_STATE_DIR), then for
 --seconds each: nobody watching, then one client on /api/events (what an open page does).
@@ -8,6 +10,14 @@ Per phase it prints the CPU seconds per second of wall time of the `net up` proc
 view's threads run in it beside the controller's and the job monitor's: the view costs the
 difference between the phases) and of the network's simple_switch_grpc processes (the
 switches answering the counter reads; the pids its record names), and the events received.
+
+Then, on a second `net up` without a workload (a network runs a --workload plan or
+submitted jobs, never both), --rounds times in turn: the same job (VGG19 on 6 workers, SOAR
+k = 4 by the network's admission, --iterations iterations of its gradient aggregated through
+the switches) with nobody watching and with one page open. Per run it prints the job's mean
+iteration time and its run time (first iteration's start to last one's end, the agents' own
+clocks); the slowdown is the ratio of the medians. ABAB order, so a drift of the machine
+falls on both sides.
 
 Needs root, Mininet and BMv2. Run it alone on the machine: it is a measurement.
 """
@@ -18,6 +28,7 @@ import argparse
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,6 +36,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from innet.emulation import live
 
@@ -63,6 +75,103 @@ def watch(url: str, stop: threading.Event, events: list[int]) -> None:
                 return
 
 
+def net_up(work: Path, args: argparse.Namespace, *extra: str
+           ) -> tuple[subprocess.Popen[bytes], str, live.NetworkRecord]:
+    """`innet net up --no-cli` in its own state folder: the process, the view's address and
+    the network's record, once it says it is ready."""
+    env = {**os.environ, "INNET_STATE_DIR": str(work / "state")}
+    log = work / "net-up.log"
+    with log.open("w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "net", "up", "--topology",
+                                 args.topology, *extra, "--no-cli", "--out", str(work / "run")],
+                                stdout=f, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while "innet net: ready" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit(log.read_text())
+        time.sleep(0.5)
+    url = re.search(r"^view: (\S+)$", log.read_text(), re.M).group(1)  # type: ignore[union-attr]
+    record = live.running(work / "state")
+    assert record is not None
+    return proc, url, record
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(120)
+
+
+def cpu_phases(args: argparse.Namespace) -> None:
+    """The view's CPU: nobody watching, then one page open, on a deployed --workload plan."""
+    work = Path(tempfile.mkdtemp(prefix="innet-view-cpu-"))
+    proc, url, record = net_up(work, args, "--workload", args.workload, "-k", "4")
+    try:
+        pids = list(record.footprint.switch_pids)
+        time.sleep(5)  # the network settles
+        print(f"{'phase':<22} {'net up':>8} {'switches':>9} {'events':>7}   (CPU s per s)")
+        idle = measure(proc.pid, pids, args.seconds)
+        print(f"{'nobody watching':<22} {idle[0]:>8.3f} {idle[1]:>9.3f} {'-':>7}")
+        halt, events = threading.Event(), [0]
+        client = threading.Thread(target=watch, args=(url, halt, events), daemon=True)
+        client.start()
+        time.sleep(2)
+        watched = measure(proc.pid, pids, args.seconds)
+        halt.set()
+        print(f"{'one page open (SSE)':<22} {watched[0]:>8.3f} {watched[1]:>9.3f} "
+              f"{events[0]:>7}")
+        print(f"the view with a page open: +{watched[0] - idle[0]:.3f} CPU s/s in net up, "
+              f"+{watched[1] - idle[1]:.3f} in the {len(pids)} switches")
+    finally:
+        stop(proc)
+
+
+def one_job(record: live.NetworkRecord, name: str, iterations: int) -> dict[str, Any]:
+    """Submit a job and wait for it to end; its `job list` row."""
+    answer = live.ask(record, {"op": "job_submit", "job": {
+        "name": name, "model": "VGG19", "workers": 6, "iterations": iterations}})
+    if "error" in answer:
+        raise SystemExit(f"job {name}: {answer['error']}")
+    while True:
+        time.sleep(1)
+        rows: list[dict[str, Any]] = live.ask(record, {"op": "job_list"})["jobs"]
+        row = next(r for r in rows if r["name"] == name)
+        if row["state"] not in ("queued", "running"):
+            if row["state"] != "done" or row["sums_exact"] is not True:
+                raise SystemExit(f"job {name} ended {row['state']}: {row['why']}")
+            return row
+
+
+def aggregation_phases(args: argparse.Namespace) -> None:
+    """The same job with nobody watching and with a page open, in turn."""
+    work = Path(tempfile.mkdtemp(prefix="innet-view-agg-"))
+    proc, url, record = net_up(work, args)
+    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    try:
+        time.sleep(5)
+        print(f"\n{'job':<12} {'page':>5} {'mean iteration ms':>18} {'run s':>7}")
+        for i in range(2 * args.rounds):
+            watched = i % 2 == 1
+            halt, events = threading.Event(), [0]
+            if watched:
+                threading.Thread(target=watch, args=(url, halt, events), daemon=True).start()
+                time.sleep(2)
+            row = one_job(record, f"view-{i}", args.iterations)
+            halt.set()
+            run_s = row["ended_at"] - row["started_at"]
+            runs[watched].append((row["mean_iteration_ms"], run_s))
+            print(f"view-{i:<7} {'open' if watched else '-':>5} "
+                  f"{row['mean_iteration_ms']:>18.1f} {run_s:>7.2f}")
+    finally:
+        stop(proc)
+    for k, what in ((0, "mean iteration"), (1, "run time")):
+        off = statistics.median(r[k] for r in runs[False])
+        on = statistics.median(r[k] for r in runs[True])
+        print(f"{what} with a page open / without (medians): {on / off:.3f} "
+              f"({100 * (on / off - 1):+.1f}%)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="per phase (default 30)")
@@ -70,44 +179,12 @@ def main() -> int:
                         help="default topologies/bt15.json")
     parser.add_argument("--workload", default=str(ROOT / "examples" / "workload-bt15.json"),
                         help="default examples/workload-bt15.json")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="jobs without and with a page open, in turn (default 3 each)")
+    parser.add_argument("--iterations", type=int, default=30, help="per job (default 30)")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="innet-view-cpu-"))
-    env = {**os.environ, "INNET_STATE_DIR": str(work / "state")}
-    log = work / "net-up.log"
-    with log.open("w") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "net", "up", "--topology",
-                                 args.topology, "--workload", args.workload, "-k", "4",
-                                 "--no-cli", "--out", str(work / "run")], stdout=f,
-                                stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 300
-        while "innet net: ready" not in log.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                print(log.read_text())
-                return 1
-            time.sleep(0.5)
-        url = re.search(r"^view: (\S+)$", log.read_text(), re.M).group(1)  # type: ignore[union-attr]
-        record = live.running(work / "state")
-        assert record is not None
-        pids = list(record.footprint.switch_pids)
-        time.sleep(5)  # the network settles
-        print(f"{'phase':<22} {'net up':>8} {'switches':>9} {'events':>7}   (CPU s per s)")
-        idle = measure(proc.pid, pids, args.seconds)
-        print(f"{'nobody watching':<22} {idle[0]:>8.3f} {idle[1]:>9.3f} {'-':>7}")
-        stop, events = threading.Event(), [0]
-        client = threading.Thread(target=watch, args=(url, stop, events), daemon=True)
-        client.start()
-        time.sleep(2)
-        watched = measure(proc.pid, pids, args.seconds)
-        stop.set()
-        print(f"{'one page open (SSE)':<22} {watched[0]:>8.3f} {watched[1]:>9.3f} "
-              f"{events[0]:>7}")
-        print(f"the view with a page open: +{watched[0] - idle[0]:.3f} CPU s/s in net up, "
-              f"+{watched[1] - idle[1]:.3f} in the {len(pids)} switches")
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.wait(120)
+    cpu_phases(args)
+    aggregation_phases(args)
     return 0
 
 

@@ -134,6 +134,19 @@ class Topology:
                 return far.node, far.port
         raise InputError(f"host {quote(host)} is not linked to any switch", source=self.source)
 
+    def counting_ports(self) -> dict[tuple[str, str], tuple[str, int]]:
+        """(node, neighbour) -> (switch, port) whose counter sees the packets from node to
+        neighbour: a switch's egress port, or for a host (which counts nothing) its switch's
+        ingress port. The one rule by which link loads are read off port counters."""
+        out: dict[tuple[str, str], tuple[str, int]] = {}
+        for link in self.links:
+            for near, far in ((link.a, link.b), (link.b, link.a)):
+                if near.node in self.switches and near.port is not None:
+                    out[(near.node, far.node)] = (near.node, near.port)
+                elif far.node in self.switches and far.port is not None:
+                    out[(near.node, far.node)] = (far.node, far.port)
+        return out
+
     def graph(self) -> Any:
         """An undirected networkx graph of hosts and switches; edges carry their Link."""
         import networkx as nx

@@ -113,6 +113,14 @@ def test_cassini_cuts_ce_marks_and_the_tail_against_the_base(tmp_path: Path) -> 
     for run in result["runs"]:
         assert {"ce_received", "switch_marks", "mean_ms", "p99_ms", "ce_total"} <= set(run)
         assert sum(run["packets_sent"].values()) > 0
+        # the links' loads (what `innet view` draws) are the switches' own counts: every
+        # mark at some link's egress, every packet a host sent on its link to its switch
+        links = run["links"]
+        assert sum(k["marks_ab"] + k["marks_ba"] for k in links) == run["switch_marks"]
+        hosts = load_topology(topo_file).hosts
+        from_hosts = sum(k["packets_ab"] if k["a"] in hosts else k["packets_ba"]
+                         for k in links if k["a"] in hosts or k["b"] in hosts)
+        assert from_hosts >= sum(run["packets_sent"].values())
     seen = "; ".join(f"{r['label']}: CE {r['ce_total']}, switch marks {r['switch_marks']}, "
                      f"p99 {r['p99_ms']:.0f} ms, realigned {r.get('realigned')}, "
                      f"unacked {r.get('unacked')}" for r in result["runs"])

@@ -25,7 +25,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from innet.bmv2.thrift import QueueSetting, queue_commands
 from innet.cassini import load_jobs
 from innet.cassini.placement.scheduler import ClusterPlan, PlannerSettings, schedule
 from innet.emulation.experiment import controlled_network, prepare_run_folder
+from innet.emulation.linkload import link_totals, read_port_counts
 from innet.errors import InputError
 from innet.plan.intent import network_intent
 from innet.plan.program import C_ECN_MARKED
@@ -67,6 +68,9 @@ class RunResult:
     iteration_ms: dict[str, list[float]]
     realigned: dict[str, int]
     unacked: int  # iterations whose end-of-communication ack never came (lost in a queue)
+    # every link's packets and CE marks each way during the arm, by the switches' port
+    # counters (innet.emulation.linkload.link_totals): what `innet view` draws on the links
+    links: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def times(self) -> list[float]:
@@ -269,6 +273,7 @@ def _one_run(net: Any, topo: Topology, arm: _Arm, ctl: Any) -> RunResult:
     the slowdown, rates / the slowdown), every time read back is divided back."""
     duration = arm.duration_s
     marks_before = _marks(ctl)
+    ports_before = read_port_counts(ctl.session, ctl.views())
     receivers = _start_receivers(net, arm)
     time.sleep(0.5)
     senders = _start_senders(net, topo, arm)
@@ -284,11 +289,12 @@ def _one_run(net: Any, topo: Topology, arm: _Arm, ctl: Any) -> RunResult:
                                f"{err.decode(errors='replace')[-500:]}")
     time.sleep(0.3)
     marks = _marks(ctl) - marks_before
+    links = link_totals(topo, ports_before, read_port_counts(ctl.session, ctl.views()))
     ids = {f.job_id: f.job for f in arm.flows}
     got, ce = _received(ids, [rx_out for _, rx_out in receivers.values()])
     sent, times, realigned, unacked = _sent(arm, ids, senders)
     return RunResult(arm.label, {j: list(h) for j, h in arm.plan.placement.items()},
-                     arm.shifts, ce, got, sent, marks, times, realigned, unacked)
+                     arm.shifts, ce, got, sent, marks, times, realigned, unacked, links)
 
 
 def _start_receivers(net: Any, arm: _Arm) -> dict[str, tuple[Any, Path]]:

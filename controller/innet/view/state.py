@@ -144,16 +144,9 @@ def read_switch(live: LiveNetwork, name: str) -> dict[str, Any] | None:
 
 
 def port_ends(topo: Topology) -> dict[tuple[str, str], tuple[str, int]]:
-    """(node, neighbour) -> (switch, port) whose counter sees packets from node to neighbour,
-    and the counter: a switch's egress port, or for a host, its switch's ingress port."""
-    out: dict[tuple[str, str], tuple[str, int]] = {}
-    for link in topo.links:
-        for near, far in ((link.a, link.b), (link.b, link.a)):
-            if near.node in topo.switches and near.port is not None:
-                out[(near.node, far.node)] = (near.node, near.port)
-            elif far.node in topo.switches and far.port is not None:
-                out[(near.node, far.node)] = (far.node, far.port)
-    return out
+    """(node, neighbour) -> (switch, port) whose counter sees packets from node to neighbour
+    (`Topology.counting_ports`: a switch's egress port, or for a host its switch's ingress)."""
+    return topo.counting_ports()
 
 
 def _per_second(before: PortSample, after: PortSample, switch: str, counter: str,
