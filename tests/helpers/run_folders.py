@@ -16,6 +16,7 @@ from innet.emulation.aggregation import (
     AggregationRunOptions,
     StrategyRun,
     default_workload,
+    measured_cost,
     plan_document,
     split_workload,
     write_results,
@@ -57,12 +58,13 @@ def aggregation_folder(out: Path, strategies: tuple[str, ...] = ("soar", "all-re
         msgs = {sw: m for jp in jps for sw, m in jp.msgs.items()}
         first = {sw: m * chunks for sw, m in msgs.items()}
         again = {sw: i + 1 for i, sw in enumerate(sorted(first))}
-        cost = sum(jp.plan.cost for jp in jps)
+        every = {sw: n + again[sw] for sw, n in first.items()}
         results.append(StrategyRun(
             strategy=s, k=o.k, blue=tuple(sorted({b for jp in jps for b in jp.blue})),
-            rounds=chunks, predicted_cost=cost, measured_cost=cost, sums_exact=True,
+            rounds=chunks, predicted_cost=sum(jp.plan.cost for jp in jps),
+            measured_cost=measured_cost(jps, first, chunks), sums_exact=True,
             writes=10, link_packets=first, predicted_msgs=msgs, values=values, chunks=chunks,
-            link_repeats=again))
+            link_repeats=again, total_cost=measured_cost(jps, every, chunks)))
     write_results(out, results, topo, workloads)
     return results
 

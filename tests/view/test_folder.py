@@ -84,20 +84,52 @@ def test_a_missing_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "not a folder" in capsys.readouterr().err
 
 
-def test_the_page_shows_a_run_folder_in_a_browser(server: ViewServer, tmp_path: Path) -> None:
-    """Chromium draws the folder's plot and lists its files, with nothing in its console."""
-    with chromium(tmp_path / "chromium") as driver:
-        driver.get(server.url)
-        deadline = time.monotonic() + 60
-        while driver.execute_script("return document.body.dataset.files || ''") != "3":
-            assert time.monotonic() < deadline, "the page did not list the folder's files"
-            time.sleep(0.3)
-        images = driver.execute_script(
-            "return [...document.querySelectorAll('#graph img')].map(i => i.alt)")
-        assert images == ["cluster.png"]
-        assert "soar: 1.5 s" in driver.find_element("id", "details").text
-        driver.save_screenshot(str(tmp_path / "folder.png"))
-        assert severe(driver) == []
+def test_the_page_shows_a_run_folder_in_a_browser(tmp_path: Path) -> None:
+    """Chromium draws an aggregation run's topology with each strategy's blue switches and
+    the packets its uplinks carried (the results' counters), shows its plot and summary and
+    lists its files, with nothing in its console."""
+    folder = tmp_path / "run"
+    soar, red = aggregation_folder(folder)
+    view = folder_view(folder, token="tok")
+    try:
+        with chromium(tmp_path / "chromium") as driver:
+            driver.get(view.url)
+            deadline = time.monotonic() + 60
+            while driver.execute_script("return document.body.dataset.files || ''") != "5":
+                assert time.monotonic() < deadline, "the page did not list the folder's files"
+                time.sleep(0.3)
+            data = driver.execute_script("return {...document.body.dataset}")
+            assert data["nodes"] == "32" and data["view"] == "soar"
+            assert data["blue"] == "s4,s5,s6,s7"
+            parent = uplink_of(BT15, "h0")
+            assert json.loads(data["loads"]) == {
+                edge_id(folder, s, parent[s]): n + soar.link_repeats[s]
+                for s, n in soar.link_packets.items()}
+            label = driver.execute_script(
+                f"return cy.getElementById('{edge_id(folder, 's4', 's2')}').data('label')")
+            assert label == f"{soar.link_packets['s4'] + soar.link_repeats['s4']} pkts"
+            images = driver.execute_script(
+                "return [...document.querySelectorAll('img')].map(i => i.alt)")
+            assert images == ["aggregation.png"]
+            assert "# Aggregation on bt15" in driver.find_element("id", "folder-files").text
+            driver.find_element("xpath", "//div[@id='views']/button[text()='all-red']").click()
+            assert driver.execute_script("return document.body.dataset.view") == "all-red"
+            data = driver.execute_script("return {...document.body.dataset}")
+            assert data["blue"] == "" and json.loads(data["loads"])[
+                edge_id(folder, "s1", "h0")] == red.link_packets["s1"] + red.link_repeats["s1"]
+            driver.save_screenshot(str(tmp_path / "folder.png"))
+            assert severe(driver) == []
+    finally:
+        view.close()
+
+
+def edge_id(folder: Path, x: str, y: str) -> str:
+    """The page's id of the link between x and y: its ends in topology.json's order."""
+    from innet.topology import load_topology
+
+    link = next(link for link in load_topology(folder / "topology.json").links
+                if {link.a.node, link.b.node} == {x, y})
+    return f"{link.a.node}--{link.b.node}"
 
 
 def uplink_of(topo_file: str, destination: str) -> dict[str, str]:
@@ -148,6 +180,8 @@ def test_an_aggregation_run_draws_each_strategys_loads_on_its_uplinks(tmp_path: 
     soar, red = summary["views"]
     assert soar["blue"] == ["s4", "s5", "s6", "s7"] and red["blue"] == []
     assert {j["name"]: j["blue"] for j in soar["jobs"]} == {"job 1": ["s4", "s5", "s6", "s7"]}
+    (job,) = soar["jobs"]
+    assert job["hosts"] == ["h0", *(f"h{i}" for i in range(1, 17))]  # destination first
     # all-red: the root's uplink carries one message per worker per chunk
     assert {r["from"]: r for r in red["loads"]}["s1"]["first"] == 16 * runs[1].chunks
 

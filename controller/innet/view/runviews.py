@@ -112,12 +112,16 @@ def aggregation_views(topo: Topology, results: list[Any], plan: Any) -> list[Row
     """One view per strategy of `innet run aggregation`."""
     destination, note = _destination(topo, plan)
     plans = plan.get("plans", {}) if isinstance(plan, dict) else {}
+    hosts = {w.get("job"): [w.get("destination"), *w.get("workers", [])]
+             for w in (plan.get("workloads", []) if isinstance(plan, dict) else [])
+             if isinstance(w, dict)}
     views = []
     for i, row in enumerate(results):
         label = str(row.get("strategy", f"strategy {i + 1}"))
         where = f"results.json: strategy {label}"
-        jobs = [{"name": f"job {p.get('job')}", "hosts": [], "blue": list(p.get("blue", [])),
-                 "shift_ms": None} for p in plans.get(label, []) if isinstance(p, dict)]
+        jobs = [{"name": f"job {p.get('job')}", "hosts": hosts.get(p.get("job"), []),
+                 "blue": list(p.get("blue", [])), "shift_ms": None}
+                for p in plans.get(label, []) if isinstance(p, dict)]
         view: Row = {"label": label, "kind": "aggregation",
                      "blue": sorted(row.get("blue", [])), "jobs": jobs, "marks": None,
                      "shared": [], "notes": [note] if note else [],
