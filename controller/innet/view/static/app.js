@@ -140,6 +140,63 @@ function cell(row, text) {
   row.appendChild(td);
 }
 
+// CASSINI's circle of one shared link: the perimeter is the jobs' common period, each
+// job's communication phase an arc in its colour, rotated by its shift (0 at the top,
+// clockwise); each job on a ring of its own, so arcs that overlap in time both show.
+const SVG = "http://www.w3.org/2000/svg";
+
+function arcPath(r, c, from, to) {
+  const at = a => [c + r * Math.sin(a), c - r * Math.cos(a)];
+  const [x1, y1] = at(from);
+  const [x2, y2] = at(to);
+  return `M ${x1.toFixed(2)} ${y1.toFixed(2)} A ${r} ${r} 0 ${to - from > Math.PI ? 1 : 0} 1 ` +
+    `${x2.toFixed(2)} ${y2.toFixed(2)}`;
+}
+
+function circleSvg(circle) {
+  const size = 48, c = size / 2, r = 19;
+  const width = Math.max(2, Math.min(5, 12 / circle.jobs.length));
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", size); svg.setAttribute("height", size);
+  svg.setAttribute("class", "circle");
+  svg.dataset.link = circle.link;
+  const title = document.createElementNS(SVG, "title");
+  title.textContent = `${circle.link}: ${circle.jobs.join(", ")} on a ${circle.period_ms} ms ` +
+    "circle" + (circle.exact ? "" : " (approximate)");
+  const ring = document.createElementNS(SVG, "circle");
+  const inner = r - width * (circle.jobs.length - 0.5);
+  ring.setAttribute("cx", c); ring.setAttribute("cy", c);
+  ring.setAttribute("r", (r + width / 2 + inner) / 2);
+  ring.setAttribute("fill", "none"); ring.setAttribute("stroke", "#eee");
+  ring.setAttribute("stroke-width", r + width / 2 - inner);
+  svg.append(title, ring);
+  for (const a of circle.arcs) {
+    const from = 2 * Math.PI * a.start_ms / circle.period_ms;
+    const to = Math.min(from + 2 * Math.PI * (a.end_ms - a.start_ms) / circle.period_ms,
+                        from + 2 * Math.PI - 1e-3);
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", arcPath(r - width * circle.jobs.indexOf(a.name), c, from, to));
+    path.setAttribute("fill", "none");
+    path.setAttribute("stroke", jobColour(a.job));
+    path.setAttribute("stroke-width", width);
+    path.dataset.job = a.name;
+    svg.appendChild(path);
+  }
+  return svg;
+}
+
+function circlesCell(row, circles) {
+  const td = document.createElement("td");
+  for (const c of circles || []) {
+    const box = document.createElement("span");
+    box.className = "shared-link";
+    box.append(circleSvg(c), document.createTextNode(c.link));
+    td.appendChild(box);
+  }
+  if (!td.childNodes.length) td.textContent = "–";
+  row.appendChild(td);
+}
+
 function jobsTable(jobs, plan) {
   const body = document.querySelector("#jobs tbody");
   body.replaceChildren();
@@ -150,6 +207,7 @@ function jobsTable(jobs, plan) {
     cell(tr, `${j.iterations_done ?? 0} / ${j.iterations}`);
     cell(tr, j.mean_iteration_ms === null ? null : Number(j.mean_iteration_ms).toFixed(1));
     cell(tr, j.marks);
+    circlesCell(tr, j.circles);
     if (j.job !== null) seen.add(j.job);
     body.appendChild(tr);
   }
@@ -157,7 +215,7 @@ function jobsTable(jobs, plan) {
     if (seen.has(p.job)) continue;
     const tr = document.createElement("tr");
     cell(tr, `plan (${p.strategy}, k = ${p.k})`); cell(tr, p.job); cell(tr, "planned");
-    cell(tr, p.blue.join(", ")); cell(tr, null); cell(tr, null); cell(tr, null);
+    cell(tr, p.blue.join(", ")); cell(tr, null); cell(tr, null); cell(tr, null); cell(tr, null);
     body.appendChild(tr);
   }
 }
