@@ -72,7 +72,21 @@ def test_with_loss_every_strategy_measures_phi_exactly(tmp_path: Path) -> None:
         _check_cost(r)
         assert r.events["fault_drop"] > 0 and r.retransmissions > 0, r
     assert sum(r.total_cost - r.measured_cost for r in results) > 0
+    _check_folder_views(tmp_path, results)
     assert own_leftovers(load_topology(topo_file)) == []
+
+
+def _check_folder_views(folder: Path, results: list[Any]) -> None:
+    """`innet view` of the run folder draws, per strategy, its blue set and on every uplink
+    the packets the switches counted there (first and sent again)."""
+    from innet.view.folder import folder_summary
+
+    views = folder_summary(folder)["views"]
+    assert [v["label"] for v in views] == [r.strategy for r in results]
+    for r, v in zip(results, views, strict=True):
+        assert v["blue"] == sorted(r.blue) and v["notes"] == [], v
+        assert {row["from"]: row["packets"] for row in v["loads"]} == {
+            s: n + r.link_repeats[s] for s, n in r.link_packets.items()}
 
 
 def test_in_the_link_bound_regime_the_busiest_link_sets_the_pace(tmp_path: Path) -> None:

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 from view_browser import chromium, severe
-from view_fakes import WORKLOAD, fake_up
+from view_fakes import ROOT, WORKLOAD, fake_up
 
+from innet.cassini.model.profiles import zoo_job
+from innet.plan.cluster import JobRequest
 from innet.plan.intent import IntentOptions
 from innet.view.server import ViewServer, live_view
 
@@ -167,3 +169,36 @@ def test_closing_ends_open_event_streams() -> None:
     finally:
         if view.thread.is_alive():
             view.close()
+
+
+def test_the_jobs_circles_in_a_browser(tmp_path: Path) -> None:
+    """Two jobs admitted on leafspine24 whose trees share l1's link to sp1 (both ways):
+    each job's row draws one CASSINI circle per shared link, with one arc per job in the
+    job's colour, as the row's circles say."""
+    live = fake_up(ROOT / "topologies" / "leafspine24.json")
+    with live.lock:
+        for name, hosts in (("a", ("h1", "h5", "h6", "h7", "h8")),
+                            ("b", ("h2", "h9", "h10", "h11", "h12"))):
+            live.jobs.submit(JobRequest(name, zoo_job("VGG19"), 4, 10, 2016, hosts=hosts),
+                             "soar+cassini", "VGG19")
+        rows = {r["name"]: r for r in live.jobs.listing()["jobs"]}
+    shared = [c["link"] for c in rows["a"]["circles"]]
+    assert shared and shared == [c["link"] for c in rows["b"]["circles"]]
+    view = live_view(live)
+    try:
+        with chromium(tmp_path / "chromium") as driver:
+            driver.get(view.url)
+            drawn = ("return [...document.querySelectorAll('#jobs tbody tr')].map(tr => "
+                     "[...tr.querySelectorAll('svg.circle')].map(s => [s.dataset.link, "
+                     "[...s.querySelectorAll('path')].map(p => [p.dataset.job, "
+                     "p.getAttribute('stroke')])]))")
+            wait_for("circles", lambda: driver.execute_script(drawn) not in ([], [[], []]))
+            colour = driver.execute_script("return [jobColour(arguments[0]), "
+                                           "jobColour(arguments[1])]",
+                                           rows["a"]["job"], rows["b"]["job"])
+            expected = [[link, [["a", colour[0]], ["b", colour[1]]]] for link in shared]
+            assert driver.execute_script(drawn) == [expected, expected]
+            driver.save_screenshot(str(tmp_path / "circles.png"))
+            assert severe(driver) == []
+    finally:
+        view.close()

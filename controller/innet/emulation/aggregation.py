@@ -405,8 +405,24 @@ def run_aggregation(options: AggregationRunOptions, out: Path, *,
             writes = sum(d.writes for d in applied.values())
             stream = _Stream.of(run, name, jps, i, out / "logs")
             results.append(_run_strategy(cn, run, stream, writes))
-            _write_results(out, results, topo, list(run.workloads))  # a long run keeps it
+            write_results(out, results, topo, list(run.workloads))  # a long run keeps it
     return results
+
+
+def plan_document(o: AggregationRunOptions, workloads: list[Workload], window: int,
+                  chunks: int, plans: dict[str, list[JobPlan]]) -> dict[str, Any]:
+    """The run folder's plan.json: the jobs (their destination is where every tree's
+    uplinks lead, which `innet view` needs to place link_packets on links), the settings
+    and each strategy's plans."""
+    return {
+        "workloads": [{"job": w.job, "destination": w.destination, "workers": list(w.workers),
+                       "slots": w.slots} for w in workloads],
+        "k": o.k, "values": o.values, "chunks": chunks, "loss": o.loss, "window": window,
+        "inflight": o.inflight,  # None: each plan's default_inflight (results.json has it)
+        "plans": {s: [{"job": jp.workload.job, "blue": list(jp.blue),
+                       "predicted_cost": jp.plan.cost, "messages": jp.msgs} for jp in jps]
+                  for s, jps in plans.items()},
+    }
 
 
 def _prepare(options: AggregationRunOptions, out: Path) -> _Run:
@@ -421,15 +437,8 @@ def _prepare(options: AggregationRunOptions, out: Path) -> _Run:
     chunks = -(-o.values // VECTOR_LEN)
     plans = {s: [plan_job(topo, w, s, o.k, seed=o.seed) for w in workloads]
              for s in o.strategies}
-    prepare_run_folder(out, {"topology.json": o.topology}, {
-        "workloads": [{"job": w.job, "destination": w.destination, "workers": list(w.workers),
-                       "slots": w.slots} for w in workloads],
-        "k": o.k, "values": o.values, "chunks": chunks, "loss": o.loss, "window": window,
-        "inflight": o.inflight,  # None: each plan's default_inflight (results.json has it)
-        "plans": {s: [{"job": jp.workload.job, "blue": list(jp.blue),
-                       "predicted_cost": jp.plan.cost, "messages": jp.msgs} for jp in jps]
-                  for s, jps in plans.items()},
-    })
+    prepare_run_folder(out, {"topology.json": o.topology},
+                       plan_document(o, workloads, window, chunks, plans))
     expected = {w.job: expected_digest(o.seed, w.job, len(w.workers), o.values)
                 for w in workloads}
     return _Run(o, topo, tuple(workloads), window, chunks, plans, expected)
@@ -612,7 +621,7 @@ def _start_workers(network: Any, stream: _Stream) -> list[tuple[Path, Any]]:
     return procs
 
 
-def _write_results(out: Path, results: list[StrategyRun], topo: Topology,
+def write_results(out: Path, results: list[StrategyRun], topo: Topology,
                    workloads: list[Workload]) -> None:
     """results.json, aggregation.png and summary.md, rewritten after every strategy."""
     (out / "results.json").write_text(json.dumps([r.to_dict() for r in results], indent=1))

@@ -24,6 +24,7 @@ from innet.aggpacket import DEFAULT_JOB_SLOTS
 from innet.cassini.model.profiles import JOB_NAME, JobProfile, load_jobs, zoo_job
 from innet.emulation.jobrun import RunScale
 from innet.errors import InputError, quote
+from innet.plan.circles import job_circles
 from innet.plan.cluster import POLICIES, Admission, ClusterState, JobRequest, Wait, admit
 from innet.topology import Topology
 
@@ -87,8 +88,10 @@ class JobRecord:
     def name(self) -> str:
         return self.request.name
 
-    def to_dict(self) -> dict[str, Any]:
-        """The `job list --json` row (traffic fields empty until its processes report)."""
+    def to_dict(self, circles: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The `job list --json` row (traffic fields empty until its processes report);
+        `circles`: CASSINI's circles of the links it shares with running jobs (the desk
+        knows them: they depend on the other jobs)."""
         if self.run is not None and self.state == "running":
             self.stats = self.run.stats()
         a = self.admission
@@ -102,7 +105,8 @@ class JobRecord:
                 "iterations": self.request.iterations, "values": self.request.values,
                 **self.stats, "writes": self.writes, "release_writes": self.release_writes,
                 "closed_at": self.closed_at,
-                "switches": dict(self.switches), "why": self.why}
+                "switches": dict(self.switches), "why": self.why,
+                "circles": list(circles or [])}
 
 
 @dataclass
@@ -144,7 +148,7 @@ class JobDesk:
             record.why = f"arrives at {time.strftime('%H:%M:%S', time.localtime(at))}"
         else:
             self.try_admit(record)
-        return record.to_dict()
+        return record.to_dict(self.circles().get(record.name))
 
     def try_admit(self, record: JobRecord) -> bool:
         """Plan the job on the network as it is; install it, or leave it queued saying why."""
@@ -211,8 +215,13 @@ class JobDesk:
         record.state, record.why = "cancelled", None
         return {"cancelled": record.to_dict(), "admitted": admitted}
 
+    def circles(self) -> dict[str, list[dict[str, Any]]]:
+        """Per running job, CASSINI's circles of the links it shares with the others."""
+        return job_circles(self.state.topology, self.state.running)
+
     def listing(self) -> dict[str, Any]:
-        return {"jobs": [r.to_dict() for r in self.records.values()]}
+        circles = self.circles()
+        return {"jobs": [r.to_dict(circles.get(r.name)) for r in self.records.values()]}
 
 
 def job_request(data: Any, topo: Topology, taken: Mapping[str, JobRecord],

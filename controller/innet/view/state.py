@@ -186,21 +186,31 @@ def link_rates(topo: Topology, before: PortSample | None, after: PortSample | No
     return rows
 
 
+def drawing(topo: Topology) -> dict[str, Any]:
+    """What the page lays a topology out from: switches and hosts with their levels, the
+    links as (a, b). The live state and a finished run's folder share it, so both pages
+    draw one network the same way."""
+    level = levels(topo)
+    return {"topology": topo.name,
+            "switches": [{"name": s, "level": level[s]} for s in topo.switches],
+            "hosts": [{"name": h, "ip": topo.hosts[h].ip, "switch": topo.host_switch(h)[0],
+                       "level": level[h]} for h in topo.hosts],
+            "links": [{"a": link.a.node, "b": link.b.node} for link in topo.links]}
+
+
 def build_state(topo: Topology, read: NetworkRead, links: list[dict[str, Any]],
                 at: float) -> dict[str, Any]:
     """The `/api/state` document."""
-    level = levels(topo)
+    drawn = drawing(topo)
     blue: dict[str, list[int]] = {s: [] for s in topo.switches}
     for row in read.plan:
         for s in row["blue"]:
             blue.setdefault(s, []).append(row["job"])
-    switches = [{"name": s, "level": level[s], "aggregates_for": blue.get(s, []),
-                 **read.switches.get(s, {"state": "unknown", "synced": -1, "restores": 0,
-                                         "error": None})}
-                for s in topo.switches]
-    hosts = [{"name": h, "ip": topo.hosts[h].ip, "switch": topo.host_switch(h)[0],
-              "level": level[h]} for h in topo.hosts]
-    return {"topology": topo.name, "time": at, "switches": switches, "hosts": hosts,
+    switches = [{**s, "aggregates_for": blue.get(s["name"], []),
+                 **read.switches.get(s["name"], {"state": "unknown", "synced": -1,
+                                                 "restores": 0, "error": None})}
+                for s in drawn["switches"]]
+    return {"topology": topo.name, "time": at, "switches": switches, "hosts": drawn["hosts"],
             "links": links, "jobs": read.jobs, "plan": read.plan}
 
 

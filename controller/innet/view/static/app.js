@@ -63,7 +63,7 @@ function linkData(l) {
           label: known && pps > 0 ? `${rounded(pps)} pps` + (marks > 0 ? ` ${rounded(marks)} CE/s` : "") : ""};
 }
 
-function build(state) {
+function build(state, live = true) {
   const pos = positions(state);
   const elements = [];
   for (const s of state.switches) {
@@ -97,9 +97,10 @@ function build(state) {
                                  "label": "data(label)", "font-size": 9,
                                  "text-background-color": "#fff",
                                  "text-background-opacity": 0.8}},
+      {selector: "edge.shared", style: {"line-style": "dashed", "line-color": "#e6550d"}},
     ],
   });
-  cy.on("tap", "node[kind = 'switch']", ev => showSwitch(ev.target.id()));
+  if (live) cy.on("tap", "node[kind = 'switch']", ev => showSwitch(ev.target.id()));
 }
 
 function update(state) {
@@ -139,6 +140,63 @@ function cell(row, text) {
   row.appendChild(td);
 }
 
+// CASSINI's circle of one shared link: the perimeter is the jobs' common period, each
+// job's communication phase an arc in its colour, rotated by its shift (0 at the top,
+// clockwise); each job on a ring of its own, so arcs that overlap in time both show.
+const SVG = "http://www.w3.org/2000/svg";
+
+function arcPath(r, c, from, to) {
+  const at = a => [c + r * Math.sin(a), c - r * Math.cos(a)];
+  const [x1, y1] = at(from);
+  const [x2, y2] = at(to);
+  return `M ${x1.toFixed(2)} ${y1.toFixed(2)} A ${r} ${r} 0 ${to - from > Math.PI ? 1 : 0} 1 ` +
+    `${x2.toFixed(2)} ${y2.toFixed(2)}`;
+}
+
+function circleSvg(circle) {
+  const size = 48, c = size / 2, r = 19;
+  const width = Math.max(2, Math.min(5, 12 / circle.jobs.length));
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", size); svg.setAttribute("height", size);
+  svg.setAttribute("class", "circle");
+  svg.dataset.link = circle.link;
+  const title = document.createElementNS(SVG, "title");
+  title.textContent = `${circle.link}: ${circle.jobs.join(", ")} on a ${circle.period_ms} ms ` +
+    "circle" + (circle.exact ? "" : " (approximate)");
+  const ring = document.createElementNS(SVG, "circle");
+  const inner = r - width * (circle.jobs.length - 0.5);
+  ring.setAttribute("cx", c); ring.setAttribute("cy", c);
+  ring.setAttribute("r", (r + width / 2 + inner) / 2);
+  ring.setAttribute("fill", "none"); ring.setAttribute("stroke", "#eee");
+  ring.setAttribute("stroke-width", r + width / 2 - inner);
+  svg.append(title, ring);
+  for (const a of circle.arcs) {
+    const from = 2 * Math.PI * a.start_ms / circle.period_ms;
+    const to = Math.min(from + 2 * Math.PI * (a.end_ms - a.start_ms) / circle.period_ms,
+                        from + 2 * Math.PI - 1e-3);
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", arcPath(r - width * circle.jobs.indexOf(a.name), c, from, to));
+    path.setAttribute("fill", "none");
+    path.setAttribute("stroke", jobColour(a.job));
+    path.setAttribute("stroke-width", width);
+    path.dataset.job = a.name;
+    svg.appendChild(path);
+  }
+  return svg;
+}
+
+function circlesCell(row, circles) {
+  const td = document.createElement("td");
+  for (const c of circles || []) {
+    const box = document.createElement("span");
+    box.className = "shared-link";
+    box.append(circleSvg(c), document.createTextNode(c.link));
+    td.appendChild(box);
+  }
+  if (!td.childNodes.length) td.textContent = "–";
+  row.appendChild(td);
+}
+
 function jobsTable(jobs, plan) {
   const body = document.querySelector("#jobs tbody");
   body.replaceChildren();
@@ -149,6 +207,7 @@ function jobsTable(jobs, plan) {
     cell(tr, `${j.iterations_done ?? 0} / ${j.iterations}`);
     cell(tr, j.mean_iteration_ms === null ? null : Number(j.mean_iteration_ms).toFixed(1));
     cell(tr, j.marks);
+    circlesCell(tr, j.circles);
     if (j.job !== null) seen.add(j.job);
     body.appendChild(tr);
   }
@@ -156,7 +215,7 @@ function jobsTable(jobs, plan) {
     if (seen.has(p.job)) continue;
     const tr = document.createElement("tr");
     cell(tr, `plan (${p.strategy}, k = ${p.k})`); cell(tr, p.job); cell(tr, "planned");
-    cell(tr, p.blue.join(", ")); cell(tr, null); cell(tr, null); cell(tr, null);
+    cell(tr, p.blue.join(", ")); cell(tr, null); cell(tr, null); cell(tr, null); cell(tr, null);
     body.appendChild(tr);
   }
 }
@@ -202,41 +261,130 @@ function connect() {
   source.onerror = () => { status.textContent = "disconnected (retrying)"; status.className = "bad"; };
 }
 
-// `innet view RUN_FOLDER`: a finished run's plots where the graph is, its summary and
-// results beside them, every file it has as a link.
+// `innet view RUN_FOLDER`: a finished run's topology drawn as the live page draws it, one
+// button per strategy, policy or arm of its results (blue switches, and on each link what
+// the run counted there), its plots, summary and results beside, every file as a link.
+function element(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
+function fileUrl(name) {
+  return api(`/files/${encodeURIComponent(name)}`);
+}
+
+function showView(view, index) {
+  const colour = new Map();
+  view.jobs.forEach((j, i) => {
+    for (const s of j.blue) if (!colour.has(s)) colour.set(s, jobColour(i + 1));
+  });
+  const loads = {};
+  cy.batch(() => {
+    for (const n of cy.nodes("[kind = 'switch']")) {
+      const blue = view.blue.includes(n.id());
+      n.toggleClass("blue", blue);
+      n.data("colour", blue ? (colour.get(n.id()) || jobColour(1)) : "#888");
+    }
+    for (const e of cy.edges()) {
+      e.removeClass("shared");
+      e.data({width: 1.5, colour: "#bbb", label: "", load: null});
+    }
+    for (const l of view.loads || []) {
+      const id = `${l.a}--${l.b}`;
+      loads[id] = l.packets;
+      cy.getElementById(id).data({width: rateWidth(l.packets), colour: "#555",
+                                  label: `${l.packets} pkts`, load: l.packets});
+    }
+    for (const l of view.marks || []) {
+      cy.getElementById(`${l.a}--${l.b}`).data({width: 3, colour: "#e6550d",
+                                                 label: `${l.marks} CE`});
+    }
+    for (const l of view.shared || []) cy.getElementById(`${l.a}--${l.b}`).addClass("shared");
+  });
+  document.querySelectorAll("#views button").forEach((b, i) => {
+    b.className = i === index ? "chosen" : "";
+  });
+  const info = document.getElementById("view-info");
+  info.replaceChildren();
+  for (const n of view.notes) info.appendChild(element("p", n, "note"));
+  if (view.facts.length) info.appendChild(element("p", view.facts.join("; ")));
+  if (view.jobs.length) {
+    const table = element("table");
+    const head = element("tr");
+    for (const h of ["job", "hosts", "blue", "shift ms"]) head.appendChild(element("th", h));
+    table.appendChild(head);
+    for (const j of view.jobs) {
+      const tr = element("tr");
+      cell(tr, j.name); cell(tr, j.hosts.join(", ") || null); cell(tr, j.blue.join(", ") || null);
+      cell(tr, j.shift_ms === null ? null : Number(j.shift_ms).toFixed(1));
+      table.appendChild(tr);
+    }
+    info.appendChild(table);
+  }
+  document.body.dataset.view = view.label;
+  document.body.dataset.blue = [...view.blue].sort().join(",");
+  document.body.dataset.loads = JSON.stringify(loads);
+}
+
+function folderGraph(f) {
+  const box = document.getElementById("details");
+  if (f.graph === null) {
+    box.replaceChildren(element("p", f.graph_note, "note"));
+    return;
+  }
+  build(f.graph, false);
+  document.body.dataset.nodes = String(cy.nodes().length);
+  const buttons = element("div");
+  buttons.id = "views";
+  f.views.forEach((v, i) => {
+    const b = element("button", v.label);
+    b.addEventListener("click", () => showView(v, i));
+    buttons.appendChild(b);
+  });
+  const info = element("div");
+  info.id = "view-info";
+  box.replaceChildren(buttons, info);
+  if (f.views.length) showView(f.views[0], 0);
+  else info.appendChild(element("p", f.views_note, "note"));
+}
+
 async function showFolder() {
   const r = await fetch(api("/api/folder"));
   const f = await r.json();
   document.getElementById("topology").textContent = `run folder ${f.folder}`;
   document.getElementById("status").textContent = "finished run (read-only)";
-  const graph = document.getElementById("graph");
-  graph.style.overflow = "auto";
-  graph.replaceChildren();
-  for (const file of f.files.filter(x => x.kind.startsWith("image/"))) {
-    const img = document.createElement("img");
-    img.src = api(`/files/${encodeURIComponent(file.name)}`);
+  document.getElementById("h-details").textContent = "Strategy, policy or arm";
+  folderGraph(f);
+  const plots = f.files.filter(x => x.kind.startsWith("image/")).map(file => {
+    const img = element("img");
+    img.src = fileUrl(file.name);
     img.alt = file.name;
     img.style.maxWidth = "100%";
-    graph.appendChild(img);
+    return img;
+  });
+  if (f.graph === null) {  // nothing to draw: the plots where the graph would be
+    const graph = document.getElementById("graph");
+    graph.style.overflow = "auto";
+    graph.replaceChildren(...plots);
   }
-  const details = document.getElementById("details");
-  const summary = document.createElement("pre");
-  summary.textContent = f.summary || "(no summary.md)";
-  const results = document.createElement("pre");
-  results.textContent = f.results === null ? "(no results.json)"
-    : JSON.stringify(f.results, null, 1).slice(0, 20000);
-  details.replaceChildren(summary, results);
-  document.querySelector("#jobs").replaceChildren();
-  document.getElementById("h-details").textContent = "Summary and results";
-  document.getElementById("h-jobs").textContent = "";
+  const summary = element("pre", f.summary || "(no summary.md)");
+  const results = element("pre", f.results === null ? "(no results.json)"
+    : JSON.stringify(f.results, null, 1).slice(0, 20000));
+  const jobs = document.querySelector("#jobs");
+  const more = element("div");
+  more.id = "folder-files";
+  more.append(summary, ...(f.graph === null ? [] : plots), results);
+  jobs.replaceWith(more);
+  document.getElementById("h-jobs").textContent = "Summary, plots and results";
   document.getElementById("h-events").textContent = "Files";
   const list = document.getElementById("events");
   list.replaceChildren();
   for (const file of f.files) {
-    const li = document.createElement("li");
-    const a = document.createElement("a");
-    a.href = api(`/files/${encodeURIComponent(file.name)}`);
-    a.textContent = `${file.name} (${file.bytes} B)`;
+    const li = element("li");
+    const a = element("a", `${file.name} (${file.bytes} B)`);
+    a.href = fileUrl(file.name);
     li.appendChild(a);
     list.appendChild(li);
   }
