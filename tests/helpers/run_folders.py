@@ -26,8 +26,10 @@ from innet.emulation.cluster_run import ClusterRunOptions, PolicyRun, job_row
 from innet.emulation.cluster_run import write_results as write_cluster_results
 from innet.emulation.experiment import prepare_run_folder
 from innet.emulation.jobs import JobRecord
+from innet.emulation.linkload import link_totals
 from innet.plan.cluster import Admission, ClusterState, JobRequest, admit
 from innet.plan.intent import plan_job
+from innet.plan.program import C_ECN_MARKED, C_PORT_IN, C_PORT_OUT
 from innet.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,15 +102,27 @@ def cluster_folder(out: Path) -> list[PolicyRun]:
 
 def cassini_folder(out: Path) -> CassiniExperiment:
     """A run cassini of the VGG19 pair on leafspine24: the scheduler's three arms, with
-    receivers' and switches' figures chosen by the test."""
+    receivers' figures chosen by the test and per-link figures made by the command's own
+    `link_totals` from port counters chosen by the test (arm i: port p of every switch sent
+    100 x p + i packets and marked i x p; every host sent 50 + i)."""
     topo = load_topology(LEAFSPINE)
     plans = schedule(topo, load_jobs(PAIR), PlannerSettings(seed=0))
     arms = (plans.base, plans.base_shifted, plans.cassini)
     prepare_run_folder(out, {"topology.json": LEAFSPINE, "jobs.json": PAIR},
                        {p.mode: p.to_dict() for p in arms})
-    runs = tuple(RunResult(p.mode, {j: list(h) for j, h in p.placement.items()},
-                           dict(p.shifts_ms), {}, {}, {}, 40 - 10 * i, {}, {}, 0)
-                 for i, p in enumerate(arms))
-    result = CassiniExperiment({p.mode: p for p in arms}, runs, 800, 80.0, 4.0, 100, 20, 5)
+    ports = {s: sorted({e.port for link in topo.links for e in (link.a, link.b)
+                        if e.node == s and e.port is not None}) for s in topo.switches}
+    runs = []
+    for i, p in enumerate(arms):
+        before = {s: {C_PORT_OUT: {}, C_PORT_IN: {}, C_ECN_MARKED: {}} for s in topo.switches}
+        after = {s: {C_PORT_OUT: {q: 100 * q + i for q in ps},
+                     C_PORT_IN: dict.fromkeys(ps, 50 + i),
+                     C_ECN_MARKED: {q: i * q for q in ps}} for s, ps in ports.items()}
+        links = link_totals(topo, before, after)
+        marks = sum(r["marks_ab"] + r["marks_ba"] for r in links)
+        runs.append(RunResult(p.mode, {j: list(h) for j, h in p.placement.items()},
+                              dict(p.shifts_ms), {}, {}, {}, marks, {}, {}, 0, links))
+    result = CassiniExperiment({p.mode: p for p in arms}, tuple(runs), 800, 80.0, 4.0, 100,
+                               20, 5)
     (out / "results.json").write_text(json.dumps(result.to_dict(), indent=1))
     return result

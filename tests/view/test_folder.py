@@ -234,15 +234,33 @@ def test_a_cluster_run_shows_its_jobs_blue_sets_shifts_and_marks(tmp_path: Path)
     assert f"{row['from']}->{row['to']}" == name and row["marks"] == marks == 7
 
 
-def test_a_cassini_run_shows_placements_and_no_per_link_load(tmp_path: Path) -> None:
+def test_a_cassini_run_shows_placements_and_the_links_counted_loads(tmp_path: Path) -> None:
     result = cassini_folder(tmp_path)
     views = folder_summary(tmp_path)["views"]
     assert [v["label"] for v in views] == list(result.plans)
     for view, run_ in zip(views, result.runs, strict=True):
         plan = result.plans[view["label"]]
-        assert view["blue"] == [] and view["loads"] is None and view["marks"] is None
+        assert view["blue"] == []
         assert {j["name"]: j["hosts"] for j in view["jobs"]} == {
             j: list(h) for j, h in plan.placement.items()}
         assert {j["name"]: j["shift_ms"] for j in view["jobs"]} == dict(plan.shifts_ms)
-        assert any(f"total of CE marks ({run_.switch_marks})" in n for n in view["notes"])
         assert {f"{r['from']}->{r['to']}" for r in view["shared"]} == set(plan.shared_links())
+        # every link's drawn load is both directions the switches counted, its marks too
+        counted = {(r["a"], r["b"]): r for r in run_.links}
+        assert len(view["loads"]) == len(counted)
+        for row in view["loads"]:
+            c = counted[(row["a"], row["b"])]
+            assert row["packets"] == c["packets_ab"] + c["packets_ba"] > 0
+        assert sum(r["marks"] for r in view["marks"] or []) == run_.switch_marks
+    assert views[0]["marks"] == []  # the first arm marked nothing (i = 0)
+
+
+def test_an_earlier_cassini_folder_without_links_says_so(tmp_path: Path) -> None:
+    result = cassini_folder(tmp_path)
+    data = json.loads((tmp_path / "results.json").read_text())
+    for run_ in data["runs"]:
+        del run_["links"]
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    for view, run_ in zip(folder_summary(tmp_path)["views"], result.runs, strict=True):
+        assert view["loads"] is None and view["marks"] is None
+        assert any(f"total of CE marks ({run_.switch_marks})" in n for n in view["notes"])

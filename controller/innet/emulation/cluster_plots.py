@@ -29,7 +29,8 @@ def plot_cluster(out: Path, runs: Sequence[PolicyRun]) -> None:
                      label=r.policy)
     cdf.set(xlabel="job completion time (s, jobs' clock)", ylabel="share of jobs",
             title="JCT CDF per policy")
-    cdf.legend()
+    if cdf.get_legend_handles_labels()[1]:  # no job ended: nothing to name
+        cdf.legend()
     _marks_bars(marks, runs)
     fig.tight_layout()
     fig.savefig(out / "cluster.png", dpi=110)

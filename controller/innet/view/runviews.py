@@ -12,8 +12,9 @@ Three commands write run folders, told apart by the shape of their results.json:
   `--workload`), so the parents follow from the folder alone.
 - `innet run cluster`: `{"policies": {policy: PolicyRun.to_dict()}, "scale"}`: per job its
   hosts, blue switches and shift, and CE marks per directed link; no packets per link.
-- `innet run cassini`: `CassiniExperiment.to_dict()`: per arm its placement and shifts and
-  the links its jobs share; its switches' CE marks only as one total, so no per-link figure.
+- `innet run cassini`: `CassiniExperiment.to_dict()`: per arm its placement and shifts, the
+  links its jobs share and, per link, the packets and CE marks the switches counted each way
+  (`runs[].links`, innet.emulation.linkload; folders written before it have none: said so).
 
 What a run did not record is said in words ("not recorded: ..."), never made up. Nothing
 here reads a file: `innet.view.folder` reads, these functions take the parsed values.
@@ -189,9 +190,27 @@ def cluster_views(topo: Topology, results: Mapping[str, Any]) -> list[Row]:
     return views
 
 
+def cassini_link_rows(links: Any) -> tuple[list[Row], list[Row]]:
+    """An arm's `links` (`linkload.link_totals` rows) as the page's loads and marks: one row
+    per link, both directions added, each way kept beside (`packets_ab`, ...); links that
+    carried nothing left out. A direction not read (None) counts as nothing."""
+    loads, marks = [], []
+    for row in links:
+        a, b = row["a"], row["b"]
+        ab, ba = row.get("packets_ab") or 0, row.get("packets_ba") or 0
+        mab, mba = row.get("marks_ab") or 0, row.get("marks_ba") or 0
+        if ab + ba:
+            loads.append({"a": a, "b": b, "packets": ab + ba, "packets_ab": ab,
+                          "packets_ba": ba})
+        if mab + mba:
+            marks.append({"a": a, "b": b, "marks": mab + mba, "marks_ab": mab,
+                          "marks_ba": mba})
+    return loads, marks
+
+
 def cassini_views(topo: Topology, results: Mapping[str, Any]) -> list[Row]:
-    """One view per arm of `innet run cassini`: placement, shifts and shared links; its
-    switches' marks are one total, so no per-link figure."""
+    """One view per arm of `innet run cassini`: placement, shifts, shared links and each
+    link's packets and CE marks as its switches counted them."""
     runs = {r.get("label"): r for r in results["runs"] if isinstance(r, dict)}
     views = []
     for arm, plan in results["plans"].items():
@@ -199,15 +218,21 @@ def cassini_views(topo: Topology, results: Mapping[str, Any]) -> list[Row]:
         shifts = plan.get("shifts_ms", {})
         jobs = [{"name": j, "hosts": list(hosts), "blue": [], "shift_ms": shifts.get(j)}
                 for j, hosts in plan.get("placement", {}).items()]
-        total = run.get("switch_marks")
+        notes = ["no blue switch: run cassini aggregates nothing in the network"]
+        loads: list[Row] | None = None
+        marks: list[Row] | None = None
+        if isinstance(run.get("links"), list):
+            loads, marks = cassini_link_rows(run["links"])
+        else:
+            total = run.get("switch_marks")
+            notes.append("per-link loads not recorded (a folder of an earlier innet): only the "
+                         f"switches' total of CE marks ({'none' if total is None else total})")
         views.append({
-            "label": arm, "kind": "cassini", "blue": [], "jobs": jobs, "loads": None,
-            "marks": None,
+            "label": arm, "kind": "cassini", "blue": [], "jobs": jobs, "loads": loads,
+            "marks": marks,
             "shared": directed_rows(topo, dict.fromkeys(plan.get("shared_links", []), True),
                                     "shared"),
-            "notes": ["no blue switch: run cassini aggregates nothing in the network",
-                      "per-link loads not recorded: run cassini keeps only the switches' "
-                      f"total of CE marks ({'none' if total is None else total})"],
+            "notes": notes,
             "facts": [f"{k}: {run[k]}" for k in ("ce_total", "switch_marks", "mean_ms",
                                                   "p99_ms", "unacked") if k in run]})
     return views

@@ -298,8 +298,10 @@ function showView(view, index) {
                                   label: `${l.packets} pkts`, load: l.packets});
     }
     for (const l of view.marks || []) {
-      cy.getElementById(`${l.a}--${l.b}`).data({width: 3, colour: "#e6550d",
-                                                 label: `${l.marks} CE`});
+      const e = cy.getElementById(`${l.a}--${l.b}`);
+      const load = e.data("load");
+      e.data({width: load === null ? 3 : e.data("width"), colour: "#e6550d",
+              label: (load === null ? "" : `${load} pkts, `) + `${l.marks} CE`});
     }
     for (const l of view.shared || []) cy.getElementById(`${l.a}--${l.b}`).addClass("shared");
   });
