@@ -1,13 +1,16 @@
 """The live view of a real `innet net up` (bt15 on BMv2, k = 4) in Chromium: the page draws
 15 switches, 17 hosts and the four blue switches, follows a live `innet deploy -k 2` to the
 new blue set, shows a switch when it is clicked, refuses requests without the token, and
-logs no error in the browser's console. A screenshot is left in the test's folder.
+logs no error in the browser's console. A screenshot is left in the test's folder. And
+`innet view` of the folders a real `run aggregation` and a real `run cassini` left draws, for
+every strategy and arm, the link loads their results hold as the switches counted them.
 
 Needs Mininet, BMv2, Chromium, chromedriver and selenium (setup.sh installs all of them);
 with INNET_REQUIRE_P4=1 a missing one fails the test instead of skipping it."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -35,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BT15 = str(ROOT / "topologies" / "bt15.json")
 WORKLOAD = str(ROOT / "examples" / "workload-bt15.json")
 READY = "innet net: ready"
+LEAFSPINE = str(ROOT / "topologies" / "leafspine24.json")
 SLOW = 180.0  # bringing 15 BMv2 switches up on a busy two-core machine
 PAGE = 90.0  # the page's first state (Chromium starting on that machine included)
 FOLLOW = 30.0  # a deploy seen by the page (pushed about once a second)
@@ -179,3 +183,82 @@ def test_the_live_view_of_a_network_that_is_up(network: tuple[dict[str, str], st
                FOLLOW)
     browser.save_screenshot(str(tmp_path / "view.png"))
     assert severe(browser) == []
+
+
+def served_folder(folder: Path) -> tuple[subprocess.Popen[str], str]:
+    """`innet view FOLDER` running, and the address it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "view", str(folder)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=ROOT)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.match(r"view: (http://127\.0\.0\.1:\d+/\?token=[\w-]+)$", line.strip())
+    assert found, line + proc.stdout.read()
+    return proc, found.group(1)
+
+
+def shows(browser: Any, label: str) -> bool:
+    return page_value(browser, "view") == label
+
+
+def drawn_views(browser: Any, url: str) -> dict[str, dict[str, int]]:
+    """Every view button of the folder page pressed in turn: view label -> the loads it drew
+    (edge id -> packets)."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(url)
+    wait_until("the run's views", lambda: browser.find_elements(By.CSS_SELECTOR,
+                                                                 "#views button"), PAGE)
+    drawn = {}
+    for i in range(len(browser.find_elements(By.CSS_SELECTOR, "#views button"))):
+        button = browser.find_elements(By.CSS_SELECTOR, "#views button")[i]
+        label = str(button.text)
+        button.click()
+        wait_until(f"view {label} drawn", functools.partial(shows, browser, label), FOLLOW)
+        drawn[label] = json.loads(page_value(browser, "loads"))
+    assert severe(browser) == []
+    return drawn
+
+
+def test_finished_runs_are_drawn_with_what_their_switches_counted(browser: Any,
+                                                                  tmp_path: Path) -> None:
+    agg, cas = tmp_path / "agg", tmp_path / "cassini"
+    env = dict(os.environ)
+    done = innet(env, "run", "aggregation", "--topology", BT15, "-k", "4", "--values", "4096",
+                 "--strategy", "soar", "--strategy", "all-red", "--out", str(agg))
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-m", "innet.cli", "run", "cassini", "--topology",
+                           LEAFSPINE, "--jobs", str(ROOT / "examples" / "jobs-4-leafspine.json"),
+                           "--iterations", "3", "--out", str(cas)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    proc, url = served_folder(agg)
+    try:
+        drawn = drawn_views(browser, url)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+    strategies = json.loads((agg / "results.json").read_text())
+    assert sorted(drawn) == ["all-red", "soar"]
+    for row in strategies:
+        # one drawn uplink per counting switch, each with that switch's packets
+        per_switch = sorted(row["link_packets"][s] + row["link_repeats"][s]
+                            for s in row["link_packets"])
+        assert sorted(drawn[row["strategy"]].values()) == per_switch, row["strategy"]
+        assert sum(per_switch) > 0
+
+    proc, url = served_folder(cas)
+    try:
+        drawn = drawn_views(browser, url)
+        browser.save_screenshot(str(tmp_path / "cassini-folder.png"))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+    results = json.loads((cas / "results.json").read_text())
+    assert sorted(drawn) == sorted(r["label"] for r in results["runs"])
+    for run in results["runs"]:
+        counted = {f"{k['a']}--{k['b']}": k["packets_ab"] + k["packets_ba"]
+                   for k in run["links"] if k["packets_ab"] + k["packets_ba"]}
+        assert drawn[run["label"]] == counted and counted, run["label"]
+    assert own_leftovers(load_topology(LEAFSPINE)) == []
