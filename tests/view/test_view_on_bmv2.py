@@ -10,6 +10,7 @@ with INNET_REQUIRE_P4=1 a missing one fails the test instead of skipping it."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -89,16 +90,17 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         yield driver
 
 
-@pytest.fixture
-def network(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
-    """`net up` of bt15 with k = 4, without a prompt; its env and the view's address."""
+@contextlib.contextmanager
+def net_up(tmp_path: Path, topology: str, *extra: str) -> Iterator[tuple[dict[str, str], str]]:
+    """`net up` without a prompt; its env and the view's address. Everything it started is
+    gone when it ends (checked)."""
     env = {**os.environ, "INNET_STATE_DIR": str(tmp_path / "state")}
     log = tmp_path / "net-up.log"
     with log.open("w") as f:
         proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "net", "up", "--topology",
-                                 BT15, "--workload", WORKLOAD, "-k", "4", "--no-cli", "--out",
-                                 str(tmp_path / "run")], stdout=f, stderr=subprocess.STDOUT,
-                                text=True, env=env, cwd=ROOT)
+                                 topology, *extra, "--no-cli", "--out", str(tmp_path / "run")],
+                                stdout=f, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=ROOT)
     try:
         def ready() -> str | None:
             text = log.read_text()
@@ -117,7 +119,14 @@ def network(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
         code = proc.wait(90)
         assert code == 0, log.read_text()
         assert "stopped; everything it started is gone" in log.read_text()
-        assert own_leftovers(load_topology(BT15)) == []
+        assert own_leftovers(load_topology(topology)) == []
+
+
+@pytest.fixture
+def network(tmp_path: Path) -> Iterator[tuple[dict[str, str], str]]:
+    """`net up` of bt15 with k = 4."""
+    with net_up(tmp_path, BT15, "--workload", WORKLOAD, "-k", "4") as up:
+        yield up
 
 
 def page_value(driver: Any, key: str) -> str:
@@ -262,3 +271,47 @@ def test_finished_runs_are_drawn_with_what_their_switches_counted(browser: Any,
                    for k in run["links"] if k["packets_ab"] + k["packets_ba"]}
         assert drawn[run["label"]] == counted and counted, run["label"]
     assert own_leftovers(load_topology(LEAFSPINE)) == []
+
+
+def test_running_jobs_show_their_iterations_and_circles(browser: Any, tmp_path: Path) -> None:
+    """Four VGG19 jobs of five workers fill the leaf-spine's 24 hosts; the last two share
+    links (the planner cannot keep them apart), so their rows draw CASSINI's circles, one
+    per shared link with an arc per job, as their `job list` rows say; every row counts its
+    iterations as they end."""
+
+    with net_up(tmp_path, LEAFSPINE) as (env, url):
+        for i in range(4):
+            done = innet(env, "job", "submit", "--model", "VGG19", "--workers", "5",
+                         "--iterations", "150", "--name", f"j{i}")
+            assert done.returncode == 0, done.stdout + done.stderr
+        listed = innet(env, "job", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        rows = {r["name"]: r for r in json.loads(listed.stdout)["jobs"]}
+        assert all(r["state"] == "running" for r in rows.values()), rows
+        sharing = {n: [c["link"] for c in r["circles"]] for n, r in rows.items() if r["circles"]}
+        assert len(sharing) >= 2, rows
+
+        browser.get(url)
+        drawn = ("return Object.fromEntries([...document.querySelectorAll('#jobs tbody tr')]"
+                 ".map(tr => [tr.cells[0].textContent, [tr.cells[4].textContent, "
+                 "[...tr.querySelectorAll('svg.circle')].map(s => [s.dataset.link, "
+                 "s.querySelectorAll('path').length])]]))")
+
+        def shown() -> dict[str, Any] | None:
+            got = browser.execute_script(drawn)
+            if set(got) != set(rows):
+                return None
+            started = all(not v[0].startswith("0 /") for v in got.values())
+            return got if started else None
+
+        got = wait_until("every job's iterations on the page", shown, PAGE)
+        for name, links in sharing.items():
+            # one circle per shared link, each with at least one arc per job sharing it
+            assert [link for link, _ in got[name][1]] == links, got
+            assert all(arcs >= 2 for _, arcs in got[name][1]), got
+        for name in set(rows) - set(sharing):
+            assert got[name][1] == [], got
+        browser.save_screenshot(str(tmp_path / "jobs.png"))
+        assert severe(browser) == []
+        for i in range(4):
+            innet(env, "job", "cancel", f"j{i}")
