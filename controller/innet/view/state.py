@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from innet.emulation.control import LiveNetwork
+from innet.emulation.linkload import link_totals
 from innet.errors import InputError, NetworkError
 from innet.plan.intent import JobPlan
 from innet.plan.program import C_ECN_MARKED, C_PORT_IN, C_PORT_OUT
@@ -143,45 +144,22 @@ def read_switch(live: LiveNetwork, name: str) -> dict[str, Any] | None:
     return out
 
 
-def port_ends(topo: Topology) -> dict[tuple[str, str], tuple[str, int]]:
-    """(node, neighbour) -> (switch, port) whose counter sees packets from node to neighbour
-    (`Topology.counting_ports`: a switch's egress port, or for a host its switch's ingress)."""
-    return topo.counting_ports()
-
-
-def _per_second(before: PortSample, after: PortSample, switch: str, counter: str,
-                port: int) -> float | None:
-    dt = after.at - before.at
-    try:
-        a = after.packets[switch][counter].get(port, 0)
-        b = before.packets[switch][counter].get(port, 0)
-    except KeyError:
-        return None
-    if dt <= 0 or a < b:  # a restarted switch counts from zero again
-        return None
-    return (a - b) / dt
-
-
 def link_rates(topo: Topology, before: PortSample | None, after: PortSample | None
                ) -> list[dict[str, Any]]:
     """Every link with packets/s and CE marks/s each way between two samples (None where
-    unknown: one sample only, a switch unread or restarted)."""
-    ends = port_ends(topo)
+    unknown: one sample only, a switch unread or restarted): what `linkload.link_totals`
+    counts between them, per second."""
+    if before is None or after is None or after.at <= before.at:
+        return [{"a": link.a.node, "b": link.b.node, "pps_ab": None, "pps_ba": None,
+                 "marks_ab": None, "marks_ba": None} for link in topo.links]
+    dt = after.at - before.at
     rows = []
-    for link in topo.links:
-        a, b = link.a.node, link.b.node
-        row: dict[str, Any] = {"a": a, "b": b}
-        for suffix, (x, y) in (("ab", (a, b)), ("ba", (b, a))):
-            switch, port = ends[(x, y)]
-            egress = x in topo.switches
-            pps = marks = None
-            if before is not None and after is not None:
-                pps = _per_second(before, after, switch, C_PORT_OUT if egress else C_PORT_IN,
-                                  port)
-                marks = (_per_second(before, after, switch, C_ECN_MARKED, port) if egress
-                         else 0.0)
-            row[f"pps_{suffix}"] = None if pps is None else round(pps, 1)
-            row[f"marks_{suffix}"] = None if marks is None else round(marks, 1)
+    for total in link_totals(topo, before.packets, after.packets):
+        row: dict[str, Any] = {"a": total["a"], "b": total["b"]}
+        for suffix in ("ab", "ba"):
+            for out, key in (("pps", "packets"), ("marks", "marks")):
+                n = total[f"{key}_{suffix}"]
+                row[f"{out}_{suffix}"] = None if n is None else round(n / dt, 1)
         rows.append(row)
     return rows
 
