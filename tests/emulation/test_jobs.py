@@ -329,3 +329,24 @@ def test_the_command_line_refuses_sizes_with_a_trace(tmp_path: Path,
     assert "drop --workers" in capsys.readouterr().err
     assert main(["job", "submit", "--model", "VGG19", "--workers", "3"]) == 2
     assert "--workers and --iterations are required" in capsys.readouterr().err
+
+
+def test_an_ended_job_keeps_its_figures_not_its_processes(topo: Topology) -> None:
+    """A network up for hours must not hold every progress line of every job that left:
+    once a job ends (done, failed, cancelled, or the network going down) its record keeps
+    the last figures and lets its run go."""
+    net = up(topo)
+    for name in ("a", "b", "c"):
+        submit(net, name, workers=4)
+    runs = net.runs  # type: ignore[attr-defined]
+    runs["a"].iterations, runs["a"].ended = 20, ("done", None)
+    net.jobs.tick()
+    net.handle({"op": "job_cancel", "name": "b"})
+    net.jobs.shutdown()
+    records = net.jobs.records
+    assert [records[n].state for n in "abc"] == ["done", "cancelled", "cancelled"]
+    assert all(records[n].run is None for n in "abc")
+    assert all(runs[n].stopped for n in "bc")
+    rows = listed(net)
+    assert rows["a"]["iterations_done"] == 20 and rows["a"]["sums_exact"] is True
+    assert rows["c"]["why"] == "the network went down"

@@ -76,6 +76,9 @@ class JobRecord:
     release_writes: int = 0  # what releasing it wrote
     switches: Mapping[str, str] = field(default_factory=dict)
     why: str | None = None
+    # the job's processes while it runs; None once it ended, when `stats` holds their last
+    # figures: a run keeps every progress line of every worker (about 1 kB each), which a
+    # network up for hours of jobs must not hold for the jobs that left
     run: JobRun | None = None
     submitted_at: float = field(default_factory=time.time)
     arrives_at: float | None = None  # a later arrival (--at, a trace): queued until then
@@ -174,6 +177,7 @@ class JobDesk:
         if record.run is not None:
             record.run.stop()
             record.stats = record.run.stats()
+            record.run = None  # its figures are kept; its lines and processes go
         record.state, record.why, record.closed_at = state, why, time.time()
         self.state = self.state.without(record.name)
         record.release_writes = self.install(self.state).writes
@@ -200,6 +204,7 @@ class JobDesk:
             if record.state == "running" and record.run is not None:
                 record.run.stop()
                 record.stats = record.run.stats()
+                record.run = None
                 record.state, record.why = "cancelled", "the network went down"
 
     def cancel(self, name: str) -> dict[str, Any]:
