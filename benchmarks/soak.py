@@ -84,11 +84,13 @@ def submit(record: live.NetworkRecord, rng: random.Random, n: int) -> str:
 
 
 def sample(pid: int, record: live.NetworkRecord, t0: float) -> dict[str, Any]:
+    # the process first, then the request: a request's answering thread would count itself
+    # (the 43 -> 44 "leak" of an earlier version of this benchmark)
+    st = proc_status(pid)
     rows = live.ask(record, {"op": "job_list"})["jobs"]
     states: dict[str, int] = {}
     for r in rows:
         states[r["state"]] = states.get(r["state"], 0) + 1
-    st = proc_status(pid)
     return {"t_s": round(time.time() - t0), "rss_mb": st["VmRSS"] / 1024,
             "fds": st["fds"], "threads": st["Threads"],
             "switches_mb": switches_rss_kb(record) / 1024, **states}
