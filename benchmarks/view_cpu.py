@@ -15,9 +15,11 @@ Then, on a second `net up` without a workload (a network runs a --workload plan 
 submitted jobs, never both), --rounds times in turn: the same job (VGG19 on 6 workers, SOAR
 k = 4 by the network's admission, --iterations iterations of its gradient aggregated through
 the switches) with nobody watching and with one page open. Per run it prints the job's mean
-iteration time and its run time (first iteration's start to last one's end, the agents' own
-clocks); the slowdown is the ratio of the medians. ABAB order, so a drift of the machine
-falls on both sides.
+aggregation time (each worker's communication phase: its gradient through the switches and
+the sums back, from the agents' progress lines), its mean iteration time and its run time
+(the iterations follow the job's grid, so these two move only when aggregation overruns its
+phase); the slowdown is the ratio of the medians. ABAB order, so a drift of the machine falls
+on both sides.
 
 Needs root, Mininet and BMv2. Run it alone on the machine: it is a measurement.
 """
@@ -25,6 +27,7 @@ Needs root, Mininet and BMv2. Run it alone on the machine: it is a measurement.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -143,14 +146,25 @@ def one_job(record: live.NetworkRecord, name: str, iterations: int) -> dict[str,
             return row
 
 
+def aggregation_ms(run: Path, name: str) -> float:
+    """The job's mean communication phase (ms, the emulation's clock), over every worker's
+    every iteration, from the agents' progress lines in the run folder."""
+    phases = [json.loads(line)["comm_ms"] for path in run.glob(f"**/{name}/progress-*.jsonl")
+              for line in path.read_text().splitlines() if '"comm_ms"' in line]
+    if not phases:
+        raise SystemExit(f"job {name}: no progress lines under {run}")
+    return float(statistics.mean(phases))
+
+
 def aggregation_phases(args: argparse.Namespace) -> None:
     """The same job with nobody watching and with a page open, in turn."""
     work = Path(tempfile.mkdtemp(prefix="innet-view-agg-"))
     proc, url, record = net_up(work, args)
-    runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    runs: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
     try:
         time.sleep(5)
-        print(f"\n{'job':<12} {'page':>5} {'mean iteration ms':>18} {'run s':>7}")
+        print(f"\n{'job':<12} {'page':>5} {'aggregation ms':>15} {'iteration ms':>13} "
+              f"{'run s':>7}")
         for i in range(2 * args.rounds):
             watched = i % 2 == 1
             halt, events = threading.Event(), [0]
@@ -160,12 +174,13 @@ def aggregation_phases(args: argparse.Namespace) -> None:
             row = one_job(record, f"view-{i}", args.iterations)
             halt.set()
             run_s = row["ended_at"] - row["started_at"]
-            runs[watched].append((row["mean_iteration_ms"], run_s))
-            print(f"view-{i:<7} {'open' if watched else '-':>5} "
-                  f"{row['mean_iteration_ms']:>18.1f} {run_s:>7.2f}")
+            comm = aggregation_ms(work / "run", f"view-{i}")
+            runs[watched].append((comm, row["mean_iteration_ms"], run_s))
+            print(f"view-{i:<7} {'open' if watched else '-':>5} {comm:>15.1f} "
+                  f"{row['mean_iteration_ms']:>13.1f} {run_s:>7.2f}")
     finally:
         stop(proc)
-    for k, what in ((0, "mean iteration"), (1, "run time")):
+    for k, what in ((0, "mean aggregation"), (1, "mean iteration"), (2, "run time")):
         off = statistics.median(r[k] for r in runs[False])
         on = statistics.median(r[k] for r in runs[True])
         print(f"{what} with a page open / without (medians): {on / off:.3f} "
