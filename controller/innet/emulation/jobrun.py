@@ -116,15 +116,20 @@ class AgentRun:
         return self._expected[i]
 
     def outcome(self) -> tuple[str, str | None] | None:
-        """None while the job runs; ("done", None) or ("failed", why) once it ended."""
+        """None while the job runs; ("done", None) or ("failed", why) once it ended.
+
+        The processes are asked before their files are read: an agent writes its last line
+        and then exits, so one seen gone has its last line in the file read after; read
+        first, an agent ending between the read and the question would look dead without
+        its end (a job that failed by chance once the controller was slow)."""
+        codes = {h: proc.poll() for h, proc in self.workers.items()}
         self.read()
-        for h, proc in self.workers.items():
+        for h, code in codes.items():
             wrong = [x["iteration"] for x in self.iterations(h)
                      if x["complete"] and x["digest"] != self.expected(x["iteration"])]
             if wrong:
                 return "failed", f"worker {h} received a wrong sum in iteration {wrong[0]}"
             ends = [x for x in self.lines.get(h, []) if x.get("end")]
-            code = proc.poll()
             if ends and not ends[0]["complete"]:
                 return "failed", f"worker {h} stalled: no result came for its stream"
             if code is not None and not ends:
@@ -132,7 +137,7 @@ class AgentRun:
         if self.dest.poll() is not None:
             return "failed", f"the destination {self.admission.destination} died " \
                              f"(exit {self.dest.poll()})"
-        if all(p.poll() is not None for p in self.workers.values()):
+        if all(code is not None for code in codes.values()):
             return "done", None
         return None
 
