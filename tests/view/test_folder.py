@@ -3,19 +3,21 @@ regular files of known kinds only, by name), behind the same token as the live v
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from run_folders import BT15, aggregation_folder, cassini_folder, cluster_folder
 from view_browser import chromium, severe
 
 from innet.cli import main
-from innet.view.folder import folder_file, folder_summary
+from innet.view.folder import file_type, folder_file, folder_summary, listed
 from innet.view.server import ViewServer, folder_view
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 32
@@ -84,43 +86,83 @@ def test_a_missing_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "not a folder" in capsys.readouterr().err
 
 
+def shows_the_aggregation_run(driver: Any, url: str, folder: Path, soar: Any, red: Any
+                              ) -> None:
+    """The page at `url` draws the aggregation run of `folder` as its results hold it: each
+    strategy's blue switches, the packets its uplinks carried, its plot and summary, its
+    files; and nothing in the browser's console."""
+    driver.get(url)
+    deadline = time.monotonic() + 60
+    while driver.execute_script("return document.body.dataset.files || ''") != "5":
+        assert time.monotonic() < deadline, "the page did not list the folder's files"
+        time.sleep(0.3)
+    data = driver.execute_script("return {...document.body.dataset}")
+    assert data["nodes"] == "32" and data["view"] == "soar"
+    assert data["blue"] == "s4,s5,s6,s7"
+    parent = uplink_of(BT15, "h0")
+    assert json.loads(data["loads"]) == {
+        edge_id(folder, s, parent[s]): n + soar.link_repeats[s]
+        for s, n in soar.link_packets.items()}
+    label = driver.execute_script(
+        f"return cy.getElementById('{edge_id(folder, 's4', 's2')}').data('label')")
+    assert label == f"{soar.link_packets['s4'] + soar.link_repeats['s4']} pkts"
+    images = driver.execute_script(
+        "return [...document.querySelectorAll('img')].map(i => [i.alt, i.naturalWidth > 0])")
+    assert images == [["aggregation.png", True]]
+    assert "# Aggregation on bt15" in driver.find_element("id", "folder-files").text
+    driver.find_element("xpath", "//div[@id='views']/button[text()='all-red']").click()
+    assert driver.execute_script("return document.body.dataset.view") == "all-red"
+    data = driver.execute_script("return {...document.body.dataset}")
+    assert data["blue"] == "" and json.loads(data["loads"])[
+        edge_id(folder, "s1", "h0")] == red.link_packets["s1"] + red.link_repeats["s1"]
+    assert severe(driver) == []
+
+
 def test_the_page_shows_a_run_folder_in_a_browser(tmp_path: Path) -> None:
-    """Chromium draws an aggregation run's topology with each strategy's blue switches and
-    the packets its uplinks carried (the results' counters), shows its plot and summary and
-    lists its files, with nothing in its console."""
     folder = tmp_path / "run"
     soar, red = aggregation_folder(folder)
     view = folder_view(folder, token="tok")
     try:
         with chromium(tmp_path / "chromium") as driver:
-            driver.get(view.url)
-            deadline = time.monotonic() + 60
-            while driver.execute_script("return document.body.dataset.files || ''") != "5":
-                assert time.monotonic() < deadline, "the page did not list the folder's files"
-                time.sleep(0.3)
-            data = driver.execute_script("return {...document.body.dataset}")
-            assert data["nodes"] == "32" and data["view"] == "soar"
-            assert data["blue"] == "s4,s5,s6,s7"
-            parent = uplink_of(BT15, "h0")
-            assert json.loads(data["loads"]) == {
-                edge_id(folder, s, parent[s]): n + soar.link_repeats[s]
-                for s, n in soar.link_packets.items()}
-            label = driver.execute_script(
-                f"return cy.getElementById('{edge_id(folder, 's4', 's2')}').data('label')")
-            assert label == f"{soar.link_packets['s4'] + soar.link_repeats['s4']} pkts"
-            images = driver.execute_script(
-                "return [...document.querySelectorAll('img')].map(i => i.alt)")
-            assert images == ["aggregation.png"]
-            assert "# Aggregation on bt15" in driver.find_element("id", "folder-files").text
-            driver.find_element("xpath", "//div[@id='views']/button[text()='all-red']").click()
-            assert driver.execute_script("return document.body.dataset.view") == "all-red"
-            data = driver.execute_script("return {...document.body.dataset}")
-            assert data["blue"] == "" and json.loads(data["loads"])[
-                edge_id(folder, "s1", "h0")] == red.link_packets["s1"] + red.link_repeats["s1"]
+            shows_the_aggregation_run(driver, view.url, folder, soar, red)
             driver.save_screenshot(str(tmp_path / "folder.png"))
-            assert severe(driver) == []
     finally:
         view.close()
+
+
+def test_the_saved_page_shows_the_run_with_no_server(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    """`--html` writes one file that draws the same run from disk: nothing fetched, every
+    file of the folder inside it (the links download what the folder holds)."""
+    folder = tmp_path / "run"
+    soar, red = aggregation_folder(folder)
+    page = tmp_path / "saved" / "run.html"
+    page.parent.mkdir()
+    assert main(["view", str(folder), "--html", str(page)]) == 0
+    assert f"view: wrote {page}" in capsys.readouterr().out
+    text = page.read_text()
+    assert "__TOKEN__" not in text and "<script src" not in text
+    assert '<link rel="stylesheet"' not in text
+    with chromium(tmp_path / "chromium") as driver:
+        shows_the_aggregation_run(driver, page.as_uri(), folder, soar, red)
+        links = driver.execute_script(
+            "return [...document.querySelectorAll('#events a')].map(a => [a.download, a.href])")
+    assert [name for name, _ in links] == [p.name for p in listed(folder)]
+    for name, href in links:
+        kind, _, data = href.partition(";base64,")
+        assert kind == f"data:{file_type(folder / name)}"
+        assert base64.b64decode(data) == (folder / name).read_bytes(), name
+
+
+def test_a_saved_page_needs_a_file_to_write(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "run"
+    aggregation_folder(folder)
+    assert main(["view", str(folder), "--html", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["view", str(folder), "--html", str(tmp_path / "no" / "such" / "p.html")]) == 2
+    assert "cannot write it" in capsys.readouterr().err
 
 
 def edge_id(folder: Path, x: str, y: str) -> str:

@@ -3,7 +3,8 @@
 new blue set, shows a switch when it is clicked, refuses requests without the token, and
 logs no error in the browser's console. A screenshot is left in the test's folder. And
 `innet view` of the folders a real `run aggregation` and a real `run cassini` left draws, for
-every strategy and arm, the link loads their results hold as the switches counted them.
+every strategy and arm, the link loads their results hold as the switches counted them, and
+so does the page `--html` saves of each.
 
 Needs Mininet, BMv2, Chromium, chromedriver and selenium (setup.sh installs all of them);
 with INNET_REQUIRE_P4=1 a missing one fails the test instead of skipping it."""
@@ -206,6 +207,15 @@ def served_folder(folder: Path) -> tuple[subprocess.Popen[str], str]:
     return proc, found.group(1)
 
 
+def saved_page(folder: Path) -> str:
+    """`innet view FOLDER --html` written beside the folder, as the address of its file."""
+    page = folder.with_suffix(".html")
+    done = subprocess.run([sys.executable, "-m", "innet.cli", "view", str(folder), "--html",
+                           str(page)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return page.as_uri()
+
+
 def shows(browser: Any, label: str) -> bool:
     return page_value(browser, "view") == label
 
@@ -248,6 +258,7 @@ def test_finished_runs_are_drawn_with_what_their_switches_counted(browser: Any,
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+    assert drawn_views(browser, saved_page(agg)) == drawn  # the same page, saved to a file
     strategies = json.loads((agg / "results.json").read_text())
     assert sorted(drawn) == ["all-red", "soar"]
     for row in strategies:
@@ -264,6 +275,7 @@ def test_finished_runs_are_drawn_with_what_their_switches_counted(browser: Any,
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+    assert drawn_views(browser, saved_page(cas)) == drawn
     results = json.loads((cas / "results.json").read_text())
     assert sorted(drawn) == sorted(r["label"] for r in results["runs"])
     for run in results["runs"]:

@@ -271,8 +271,11 @@ function element(tag, text, cls) {
   return e;
 }
 
+// A saved page (`innet view --html`) carries the folder and its files; a served one asks.
+const SAVED = typeof INNET_FOLDER !== "undefined";
+
 function fileUrl(name) {
-  return api(`/files/${encodeURIComponent(name)}`);
+  return SAVED ? INNET_FILES[name] : api(`/files/${encodeURIComponent(name)}`);
 }
 
 function showView(view, index) {
@@ -353,13 +356,13 @@ function folderGraph(f) {
 }
 
 async function showFolder() {
-  const r = await fetch(api("/api/folder"));
-  const f = await r.json();
+  const f = SAVED ? INNET_FOLDER : await (await fetch(api("/api/folder"))).json();
   document.getElementById("topology").textContent = `run folder ${f.folder}`;
-  document.getElementById("status").textContent = "finished run (read-only)";
+  document.getElementById("status").textContent =
+    SAVED ? "finished run (saved page)" : "finished run (read-only)";
   document.getElementById("h-details").textContent = "Strategy, policy or arm";
   folderGraph(f);
-  const plots = f.files.filter(x => x.kind.startsWith("image/")).map(file => {
+  const plots = f.files.filter(x => x.kind.startsWith("image/") && fileUrl(x.name)).map(file => {
     const img = element("img");
     img.src = fileUrl(file.name);
     img.alt = file.name;
@@ -385,14 +388,21 @@ async function showFolder() {
   list.replaceChildren();
   for (const file of f.files) {
     const li = element("li");
-    const a = element("a", `${file.name} (${file.bytes} B)`);
-    a.href = fileUrl(file.name);
-    li.appendChild(a);
+    const url = fileUrl(file.name);
+    if (url) {
+      const a = element("a", `${file.name} (${file.bytes} B)`);
+      a.href = url;
+      if (SAVED) a.download = file.name;
+      li.appendChild(a);
+    } else {
+      li.appendChild(element("span", `${file.name} (${file.bytes} B, too large for this page)`));
+    }
     list.appendChild(li);
   }
   document.body.dataset.files = String(f.files.length);
 }
 
-fetch(api("/api/info")).then(r => r.json()).then(info => {
+if (SAVED) showFolder();
+else fetch(api("/api/info")).then(r => r.json()).then(info => {
   if (info.mode === "folder") showFolder(); else connect();
 });
