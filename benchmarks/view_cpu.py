@@ -2,7 +2,7 @@
 and how much a page open slows the gradient aggregation of a job running on the network.
 
     sudo .venv/bin/python benchmarks/view_cpu.py [--seconds 30] [--topology topologies/bt15.json]
-        [--rounds 3] [--iterations 30]
+        [--rounds 4] [--iterations 30] [--skip-cpu]
 
 Starts `innet net up --no-cli` (k = 4 on bt15 by default, its own INNET_STATE_DIR), then for
 --seconds each: nobody watching, then one client on /api/events (what an open page does).
@@ -18,8 +18,10 @@ the switches) with nobody watching and with one page open. Per run it prints the
 aggregation time (each worker's communication phase: its gradient through the switches and
 the sums back, from the agents' progress lines), its mean iteration time and its run time
 (the iterations follow the job's grid, so these two move only when aggregation overruns its
-phase); the slowdown is the ratio of the medians. ABAB order, so a drift of the machine falls
-on both sides.
+phase). The slowdown is given twice: the ratio of the medians, and the page's effect in a
+least-squares fit with a linear trend over the jobs (the aggregation time drifts up from
+job to job on one network); ABBA order (closed, open, open, closed, ...), so such a drift
+falls equally on both sides.
 
 Needs root, Mininet and BMv2. Run it alone on the machine: it is a measurement.
 """
@@ -156,17 +158,33 @@ def aggregation_ms(run: Path, name: str) -> float:
     return float(statistics.mean(phases))
 
 
+def order(rounds: int) -> list[bool]:
+    """Which jobs run with a page open: ABBA blocks (closed, open, open, closed, ...), so
+    a drift of the machine that is linear in time falls equally on both sides."""
+    return [(i % 4) in (1, 2) for i in range(2 * rounds)]
+
+
+def drift_free(values: list[float], opened: list[bool]) -> tuple[float, float, float]:
+    """Least squares of value = base + trend x job index + effect x (page open): the
+    page's effect with the trend taken out, the base and the trend per job."""
+    import numpy as np
+
+    x = np.array([[1.0, i, float(o)] for i, o in enumerate(opened)])
+    (base, trend, effect), *_ = np.linalg.lstsq(x, np.array(values), rcond=None)
+    return float(effect), float(base), float(trend)
+
+
 def aggregation_phases(args: argparse.Namespace) -> None:
-    """The same job with nobody watching and with a page open, in turn."""
+    """The same job with nobody watching and with a page open, in ABBA order."""
     work = Path(tempfile.mkdtemp(prefix="innet-view-agg-"))
     proc, url, record = net_up(work, args)
-    runs: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
+    opened = order(args.rounds)
+    figures: list[tuple[float, float, float]] = []
     try:
         time.sleep(5)
         print(f"\n{'job':<12} {'page':>5} {'aggregation ms':>15} {'iteration ms':>13} "
               f"{'run s':>7}")
-        for i in range(2 * args.rounds):
-            watched = i % 2 == 1
+        for i, watched in enumerate(opened):
             halt, events = threading.Event(), [0]
             if watched:
                 threading.Thread(target=watch, args=(url, halt, events), daemon=True).start()
@@ -175,16 +193,19 @@ def aggregation_phases(args: argparse.Namespace) -> None:
             halt.set()
             run_s = row["ended_at"] - row["started_at"]
             comm = aggregation_ms(work / "run", f"view-{i}")
-            runs[watched].append((comm, row["mean_iteration_ms"], run_s))
+            figures.append((comm, row["mean_iteration_ms"], run_s))
             print(f"view-{i:<7} {'open' if watched else '-':>5} {comm:>15.1f} "
-                  f"{row['mean_iteration_ms']:>13.1f} {run_s:>7.2f}")
+                  f"{row['mean_iteration_ms']:>13.1f} {run_s:>7.2f}", flush=True)
     finally:
         stop(proc)
     for k, what in ((0, "mean aggregation"), (1, "mean iteration"), (2, "run time")):
-        off = statistics.median(r[k] for r in runs[False])
-        on = statistics.median(r[k] for r in runs[True])
-        print(f"{what} with a page open / without (medians): {on / off:.3f} "
-              f"({100 * (on / off - 1):+.1f}%)")
+        values = [f[k] for f in figures]
+        off = statistics.median(v for v, o in zip(values, opened, strict=True) if not o)
+        on = statistics.median(v for v, o in zip(values, opened, strict=True) if o)
+        effect, base, trend = drift_free(values, opened)
+        print(f"{what} with a page open / without: medians {on / off:.3f} "
+              f"({100 * (on / off - 1):+.1f}%); trend taken out {100 * effect / base:+.1f}% "
+              f"(trend {100 * trend / base:+.2f}% a job)")
 
 
 def main() -> int:
@@ -194,11 +215,17 @@ def main() -> int:
                         help="default topologies/bt15.json")
     parser.add_argument("--workload", default=str(ROOT / "examples" / "workload-bt15.json"),
                         help="default examples/workload-bt15.json")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="jobs without and with a page open, in turn (default 3 each)")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="jobs without and with a page open, ABBA (default 4 each; "
+                             "at least 2)")
     parser.add_argument("--iterations", type=int, default=30, help="per job (default 30)")
+    parser.add_argument("--skip-cpu", action="store_true",
+                        help="only the jobs, not the CPU phases")
     args = parser.parse_args()
-    cpu_phases(args)
+    if args.rounds < 2:
+        parser.error("--rounds: at least 2 (an ABBA block)")
+    if not args.skip_cpu:
+        cpu_phases(args)
     aggregation_phases(args)
     return 0
 
