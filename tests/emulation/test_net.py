@@ -64,6 +64,23 @@ def test_bridged_network_forwards_and_cleans_up(tmp_path: Path) -> None:
     assert_nothing_left(topo)
 
 
+def test_processes_started_in_the_hosts_end_with_the_network(tmp_path: Path) -> None:
+    """What runs in a host when the network stops ends with it: a process started beside
+    the host's shell (a job's agent) and one sent to the background at its shell. Mininet
+    ends the shells only; the rest would live on in namespaces without interfaces."""
+    topo = topology_from_dict(SMALL)
+    with running_network(topo, tmp_path, switch_kind="bridge") as run:
+        agent = run.host("mta").popen(["sleep", "307"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+        run.host("mtb").cmd("sleep 308 &")
+        background = subprocess.run(["pgrep", "-f", "^sleep 308$"], capture_output=True,
+                                    text=True).stdout.split()
+        assert len(background) == 1 and agent.poll() is None
+    assert agent.wait(10) == -signal.SIGKILL
+    assert subprocess.run(["pgrep", "-f", "^sleep 30[78]$"], capture_output=True).returncode == 1
+    assert_nothing_left(topo)
+
+
 def test_nothing_left_after_a_run_that_fails_midway(tmp_path: Path) -> None:
     topo = load_topology(ROOT / "topologies" / "bt15.json")
     with pytest.raises(RuntimeError, match="midway"), \

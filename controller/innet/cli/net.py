@@ -16,6 +16,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,10 +169,11 @@ def cmd_up(args: argparse.Namespace) -> int:
                 else:
                     _prompt(state)
             finally:
-                if view is not None:
-                    view.close()
-                server.close()
-                state.close()
+                with _signals_ignored():  # a second Ctrl-C must not strand the jobs' processes
+                    if view is not None:
+                        view.close()
+                    server.close()
+                    state.close()
     except EmulationError as exc:
         raise InputError(str(exc)) from None
     print("innet net: stopped; everything it started is gone", file=sys.stderr)
@@ -214,6 +216,23 @@ def _made(out: Path) -> Iterator[None]:
     nothing behind)."""
     out.mkdir(parents=True, exist_ok=True)
     yield
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while the network's jobs and servers stop: a second signal
+    (Ctrl-C pressed twice, `net down` after a SIGTERM) raised inside that would leave the
+    running jobs' processes behind (the soak saw it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                     signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _wait_for_signal() -> None:

@@ -272,6 +272,17 @@ def _stop_within(net: Any, seconds: float) -> bool:
     return not worker.is_alive()
 
 
+def _left_in_hosts(net: Any) -> set[int]:
+    """Every process in the hosts' network namespaces but their Mininet shells: what was
+    started there (`popen`, `h1 cmd &` at the prompt) and not stopped. Mininet's stop ends
+    the shells only, and a process started beside a shell lives on in a namespace whose
+    interfaces are gone."""
+    own = _netns_of(os.getpid())
+    shells: set[int] = {h.shell.pid for h in net.hosts if getattr(h, "shell", None)}
+    namespaces = {_netns_of(pid) for pid in shells} - {None, own}
+    return {pid for pid in _pids() if pid not in shells and _netns_of(pid) in namespaces}
+
+
 def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True) -> list[str]:
     """Stop the network; then remove whatever it left. Returns what had to be removed.
 
@@ -284,6 +295,10 @@ def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True)
                 for sig in (signal.SIGINT, signal.SIGTERM)} if ignore_sigint else {}
     try:
         if net is not None:
+            left = _left_in_hosts(net)
+            if left:
+                _kill_all(left)
+                removed.append(f"{len(left)} processes left running in the hosts")
             if not _stop_within(net, 20.0):
                 removed.append("mininet stop (timed out after 20 s)")
             for sw in net.switches:
