@@ -64,3 +64,20 @@ def test_an_agent_gone_without_its_end_line_fails_the_job(tmp_path: Path) -> Non
     state, why = run.outcome() or (None, None)
     assert state == "failed" and why == f"worker {a.workers[0]}'s agent died (exit 0) " \
                                         "before the end"
+
+
+def test_progress_is_read_once_and_a_line_being_written_waits(tmp_path: Path) -> None:
+    a = admission()
+    h = a.workers[0]
+    run = AgentRun(a, tmp_path, RunScale(), Process(), {h: Process()})
+    line = json.dumps({"iteration": 0, "complete": True})
+    with run.progress_file(h).open("w") as f:
+        f.write(line + "\n" + line.replace("0", "1") + "\n" + line[:10])
+    run.read()
+    assert [x["iteration"] for x in run.lines[h]] == [0, 1]
+    run.read()  # nothing new: nothing added twice
+    assert len(run.lines[h]) == 2
+    with run.progress_file(h).open("a") as f:
+        f.write(line.replace("0", "2")[10:] + "\n")
+    run.read()
+    assert [x["iteration"] for x in run.lines[h]] == [0, 1, 2]

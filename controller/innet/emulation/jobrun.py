@@ -94,15 +94,26 @@ class AgentRun:
     seed: int = 0
     lines: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _expected: dict[int, str] = field(default_factory=dict)
+    _read_to: dict[str, int] = field(default_factory=dict)  # host -> bytes of its file parsed
 
     def progress_file(self, host: str) -> Path:
         return self.folder / f"progress-{host}.jsonl"
 
     def read(self) -> None:
+        """The lines each worker added since the last read (whole lines only: one being
+        written is taken next time). Read from where the last read stopped, so a job's
+        monitor, every half second, parses each line once, not every line again."""
         for h in self.workers:
-            path = self.progress_file(h)
-            text = path.read_text() if path.exists() else ""
-            self.lines[h] = [json.loads(x) for x in text.splitlines() if x.endswith("}")]
+            try:
+                with self.progress_file(h).open("rb") as f:
+                    f.seek(self._read_to.get(h, 0))
+                    new = f.read()
+            except FileNotFoundError:
+                continue
+            whole = new[:new.rfind(b"\n") + 1]
+            self._read_to[h] = self._read_to.get(h, 0) + len(whole)
+            self.lines.setdefault(h, []).extend(
+                json.loads(x) for x in whole.decode().splitlines() if x.endswith("}"))
 
     def iterations(self, host: str) -> list[dict[str, Any]]:
         return [x for x in self.lines.get(host, []) if "iteration" in x]

@@ -24,6 +24,7 @@ from innet.aggpacket import DEFAULT_JOB_SLOTS
 from innet.cassini.model.profiles import JOB_NAME, JobProfile, load_jobs, zoo_job
 from innet.emulation.jobrun import RunScale
 from innet.errors import InputError, quote
+from innet.memory import release_freed_memory
 from innet.plan.circles import job_circles
 from innet.plan.cluster import POLICIES, Admission, ClusterState, JobRequest, Wait, admit
 from innet.topology import Topology
@@ -181,7 +182,9 @@ class JobDesk:
         record.state, record.why, record.closed_at = state, why, time.time()
         self.state = self.state.without(record.name)
         record.release_writes = self.install(self.state).writes
-        return [r.name for r in self.queue() if self.try_admit(r)]
+        admitted = [r.name for r in self.queue() if self.try_admit(r)]
+        release_freed_memory()  # what the job's run and plan held, back to the kernel
+        return admitted
 
     def tick(self) -> list[str]:
         """End the jobs whose processes ended (done, or failed saying why); returns the
