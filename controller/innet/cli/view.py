@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
                            "loopback only)")
     view.add_argument("--html", type=Path, metavar="FILE",
                       help="write the page, self-contained (graph library, results, plots "
-                           "inlined), to FILE and exit instead of serving it")
+                           "inlined), to FILE and exit instead of serving it (default: serve)")
     view.set_defaults(func=cmd_view)
 
 
