@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +38,7 @@ from innet.cli.run import check_environment, default_out
 from innet.emulation import live
 from innet.emulation.control import LiveNetwork
 from innet.emulation.experiment import ControlledNetwork, controlled_network
-from innet.emulation.net import EmulationError, footprint
+from innet.emulation.net import EmulationError, footprint, signals_ignored
 from innet.errors import InputError, NetworkError
 from innet.jsonout import print_json
 from innet.plan.intent import IntentOptions, build_intent
@@ -169,7 +168,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 else:
                     _prompt(state)
             finally:
-                with _signals_ignored():  # a second Ctrl-C must not strand the jobs' processes
+                with signals_ignored():  # a second Ctrl-C must not strand the jobs' processes
                     if view is not None:
                         view.close()
                     server.close()
@@ -216,23 +215,6 @@ def _made(out: Path) -> Iterator[None]:
     nothing behind)."""
     out.mkdir(parents=True, exist_ok=True)
     yield
-
-
-@contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """SIGINT and SIGTERM ignored while the network's jobs and servers stop: a second signal
-    (Ctrl-C pressed twice, `net down` after a SIGTERM) raised inside that would leave the
-    running jobs' processes behind (the soak saw it)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
-                                                                     signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _wait_for_signal() -> None:

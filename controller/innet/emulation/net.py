@@ -272,6 +272,23 @@ def _stop_within(net: Any, seconds: float) -> bool:
     return not worker.is_alive()
 
 
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while a teardown runs (main thread only: signals reach
+    no other): a second Ctrl-C or SIGTERM raised half-way is what leaves veths, switch
+    processes and jobs' agents behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT,
+                                                                     signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _left_in_hosts(net: Any) -> set[int]:
     """Every process in the hosts' network namespaces but their Mininet shells: what was
     started there (`popen`, `h1 cmd &` at the prompt) and not stopped. Mininet's stop ends
@@ -291,9 +308,7 @@ def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True)
     processes behind.
     """
     removed: list[str] = []
-    previous = {sig: signal.signal(sig, signal.SIG_IGN)
-                for sig in (signal.SIGINT, signal.SIGTERM)} if ignore_sigint else {}
-    try:
+    with signals_ignored() if ignore_sigint else contextlib.nullcontext():
         if net is not None:
             left = _left_in_hosts(net)
             if left:
@@ -316,9 +331,6 @@ def _cleanup(topology: Topology, net: Any | None, *, ignore_sigint: bool = True)
         for ifname in own_leftovers(topology):
             subprocess.run(["ip", "link", "del", ifname], capture_output=True)
             removed.append(ifname)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return removed
 
 

@@ -20,7 +20,6 @@ import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from aiohttp import web
 
 from innet.emulation.control import LiveNetwork
 from innet.view.folder import file_type, folder_file, folder_summary
+from innet.view.standalone import static_text
 from innet.view.state import Watcher, read_switch
 
 SAMPLE_S = 1.0  # seconds between two samples of the network (and two pushed events)
@@ -51,10 +51,6 @@ def token_of(request: web.Request) -> str | None:
     if header.startswith("Bearer "):
         return header[len("Bearer "):].strip()
     return request.query.get("token")
-
-
-def static_text(name: str) -> bytes:
-    return resources.files("innet.view").joinpath("static", name).read_bytes()
 
 
 class Sampler:

@@ -26,8 +26,13 @@ SCRIPT_TAGS = ('<script src="vendor/cytoscape.min.js?token=__TOKEN__"></script>\
 LICENSE_LINK = 'href="vendor/cytoscape-LICENSE?token=__TOKEN__"'
 
 
+def static_text(name: str) -> bytes:
+    """A file of the page (static/), as the server sends it and this page inlines it."""
+    return resources.files("innet.view").joinpath("static", name).read_bytes()
+
+
 def _static(name: str) -> str:
-    return resources.files("innet.view").joinpath("static", name).read_text(encoding="utf-8")
+    return static_text(name).decode("utf-8")
 
 
 def _data_uri(kind: str, raw: bytes) -> str:
