@@ -9,7 +9,8 @@
  *              job or an older chunk holds, drop stale and duplicate packets, answer a
  *              retransmission of a finished chunk with the stored sum (shadow copy), merge,
  *              emit when the expected bitmap is complete, OR the contributors' CE marks;
- *              drop a request (NACK) for a contribution the cell holds while it waits.
+ *              drop a request (NACK) for a contribution the cell holds while it waits, and
+ *              answer one for a complete cell with the stored sum, turned back up.
  *   AggFirst   (egress) tells a chunk's first transmission on the port from everything else:
  *              a packet is first when it carries a contributor this switch has not sent yet
  *              for that chunk; agg_first and agg_repeat count the two per egress port, so the
@@ -156,6 +157,18 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
     action drop_as(bit<32> event) {
         agg_events.count(event);
         mark_to_drop(standard_metadata);
+        meta.agg_dropped = 1;
+    }
+
+    /* the destination's request, answered here: back to the destination, as the aggregate
+     * it lost would have gone (from the worker's address, ECN-capable, a fresh TTL) */
+    action turn_back() {
+        bit<32> requester = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = requester;
+        hdr.ipv4.ttl = 64;
+        hdr.ipv4.ecn = 2;
+        hdr.agg.flags = 0;
     }
 
     /* the packet now carries a cell's sums: fields, CE, and no UDP checksum (0: none) */
@@ -188,27 +201,45 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
             }
         } else if ((hdr.agg.flags & AGG_FLAG_RESULT) != 0) {
             bit<32> index = (bit<32>)meta.agg_slot_base + (bit<32>)hdr.agg.slot;
-            bit<1> held = 0;
-            if ((hdr.agg.flags & AGG_FLAG_NACK) != 0 && meta.agg_blue == 1
+            bit<2> answer = 0;  /* 0: pass, 1: held (drop), 2: answer with the stored sum */
+            bit<32> have = 0;
+            bit<16> count = 0;
+            bit<8> flags = 0;
+            if ((hdr.agg.flags & (AGG_FLAG_NACK | AGG_FLAG_ASK)) == AGG_FLAG_NACK
+                    && meta.agg_blue == 1
                     && hdr.agg.slot < meta.agg_slots && index < AGG_SLOTS
                     && hdr.agg.bitmap != 0 && (hdr.agg.bitmap & ~meta.agg_expected) == 0) {
-                /* a request for contributions this switch holds while the chunk waits on
-                 * another of its workers: the workers asked need not send again (their
-                 * copies would be duplicates here); the one missing gets its own request */
+                /* the destination's request for contributions this switch holds: the
+                 * workers asked would only send duplicates. While the chunk waits on
+                 * another worker, drop it (that one gets its own request); when the cell
+                 * is complete its aggregate was lost above: answer the request of the
+                 * lowest contributor with the stored sum, and drop the others */
                 bit<32> owner;
                 bit<32> chunk;
-                bit<32> have;
                 agg_owner.read(owner, index);
                 agg_chunk.read(chunk, index);
                 agg_bitmap.read(have, index);
                 if (owner == ((bit<32>)hdr.agg.job | AGG_OWNED) && chunk == hdr.agg.chunk
-                        && (have & hdr.agg.bitmap) == hdr.agg.bitmap
-                        && have != meta.agg_expected) {
-                    held = 1;
+                        && (have & hdr.agg.bitmap) == hdr.agg.bitmap) {
+                    answer = 1;
+                    if (have == meta.agg_expected && (hdr.agg.bitmap & (~hdr.agg.bitmap + 1))
+                            == (have & (~have + 1))) {
+                        answer = 2;
+                    }
                 }
             }
-            if (held == 1) {
+            if (answer == 1) {
                 drop_as(AGG_EV_NACK_HELD);
+            } else if (answer == 2) {
+                agg_count.read(count, index);
+                agg_flags.read(flags, index);
+                meta.agg_cell = index;
+                meta.agg_tracked = 1;  /* egress counts it: a repeat of the lost aggregate */
+                turn_back();
+                meta.agg_mode = AGG_MODE_LOAD;
+                values.apply(hdr, meta);
+                send_sums(have, count, AGG_FLAG_MERGED | AGG_FLAG_RESENT, flags);
+                agg_events.count(AGG_EV_RESENT);
             } else {
                 agg_events.count(AGG_EV_RESULT);
             }

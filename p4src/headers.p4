@@ -24,7 +24,11 @@
 #define AGG_FLAG_RESENT 0x08   /* the stored sum of a finished chunk, sent again */
 #define AGG_FLAG_NACK 0x10     /* with RESULT: the destination asks the workers in bitmap to
                                   send the chunk again (slot: the chunk's cell); forwarded
-                                  like a RESULT unless a blue switch holds them (aggregate.p4) */
+                                  like a RESULT unless a blue switch holds them or answers
+                                  (aggregate.p4) */
+#define AGG_FLAG_ECE 0x20      /* with RESULT: a contribution reached the destination CE */
+#define AGG_FLAG_ASK 0x40      /* with RESULT | NACK: a worker's request for a RESULT it lost,
+                                  on its way up: every switch forwards it untouched */
 /* cell flag only (never on the wire): some contribution arrived with CE */
 #define AGG_CELL_CE 0x80
 /* what AggValues does with a cell's sums: a fresh cell takes the packet's values, a cell
@@ -126,6 +130,7 @@ struct metadata_t {
     bit<1> agg_blue;        /* agg_job said aggregate (1) or track (0) */
     bit<1> agg_tracked;     /* a contribution or aggregate of a job this switch tracks */
     bit<32> agg_cell;       /* its cell: its sums (agg_v0..31), what egress saw sent */
+    bit<1> agg_dropped;     /* Aggregate dropped it: routing must not give it a port again */
     bit<1> ecn_enabled;
     bit<19> ecn_threshold;
 }

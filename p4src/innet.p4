@@ -54,9 +54,14 @@ control InnetIngress(inout headers_t hdr, inout metadata_t meta,
     apply {
         port_in.count((bit<32>)standard_metadata.ingress_port);
         if (hdr.ipv4.isValid() && hdr.ipv4.ttl > 1) {
-            ipv4_lpm.apply();
+            /* aggregation first: it may turn a request back toward the destination (a new
+             * destination address to route), or drop the packet (then no route may give it
+             * a port again) */
             if (hdr.udp.isValid() && hdr.udp.dst_port == AGG_UDP_PORT) {
                 aggregation.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.agg_dropped == 0) {
+                ipv4_lpm.apply();
             }
         } else {
             drop();

@@ -172,6 +172,11 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
                 if out.packet is None:  # a request for a contribution a blue switch holds
                     assert out.event == "nack_held" and pkt.nack  # type: ignore[attr-defined]
                     continue
+                if out.event == "resent":  # a complete cell answered the request: back up
+                    assert pkt.nack and not out.packet.flags & ap.FLAG_RESULT  # type: ignore[attr-defined]
+                    p = topo.parent[path[k]]  # type: ignore[index]
+                    net.hop(now, ("up", p, out.packet) if p != -1 else ("dest", out.packet))
+                    continue
                 assert out.packet == pkt  # results pass every switch unchanged
                 net.hop(now, ("down", wi, path, k + 1, pkt))  # type: ignore[operator]
             else:
@@ -273,9 +278,9 @@ def test_switch_model_overflow_ce_and_malformed() -> None:
 def test_a_blue_switch_drops_a_request_for_a_contribution_it_holds() -> None:
     """A chunk waits on worker 1 (its packet was lost below): the destination asks workers 0
     and 1, each alone. The cell holds worker 0's contribution, so its request stops here
-    (worker 0 would only send a duplicate); worker 1's goes on. Once the cell is complete
-    (its aggregate lost above), or for another chunk, a job the switch is red for, or a
-    request naming both, requests pass, as results do."""
+    (worker 0 would only send a duplicate); worker 1's goes on. For another chunk, a job the
+    switch is red for, or a request naming both, requests pass, as results do (a complete
+    cell: the next test)."""
     sw = _entry()
     assert sw.process(ap.contribution(1, 5, 0, [1] * 32, 4)).event == "held"
     ask0, ask1 = ap.nack_packet(1, 5, 0b01, 4), ap.nack_packet(1, 5, 0b10, 4)
@@ -288,9 +293,30 @@ def test_a_blue_switch_drops_a_request_for_a_contribution_it_holds() -> None:
     red = SwitchModel({1: JobEntry(0b11, 4, 4, blue=False)})
     red.process(ap.contribution(1, 5, 0, [1] * 32, 4))
     assert red.process(ask0).packet == ask0
-    assert sw.process(ap.contribution(1, 5, 1, [2] * 32, 4)).event == "emitted"
-    assert sw.process(ask0).packet == ask0  # complete: the workers' copies bring it again
     assert sw.events["nack_held"] == 2
+
+
+def test_a_complete_cell_answers_the_destinations_request_with_its_stored_sum() -> None:
+    """The chunk is complete here, so what the destination lacks is this switch's aggregate,
+    lost above it: the request of the lowest contributor comes back as the stored sum (MERGED
+    | RESENT, no RESULT: it travels up like the lost aggregate, a repeat on the uplink), the
+    others are dropped, and a worker's request for a RESULT (ASK) passes untouched."""
+    sw = _entry()
+    sw.process(ap.contribution(1, 5, 0, [1] * 32, 4))
+    assert sw.process(ap.contribution(1, 5, 1, [2] * 32, 4), ce=True).event == "emitted"
+    ask0, ask1 = ap.nack_packet(1, 5, 0b01, 4), ap.nack_packet(1, 5, 0b10, 4)
+    assert sw.process(ask1) == Out("nack_held", None, False)
+    out = sw.process(ask0)
+    assert out.event == "resent" and out.ce and out.first is False
+    assert out.packet == ap.AggPacket(1, 1, 5, 0b11, 2, (3,) * 32,
+                                      ap.FLAG_MERGED | ap.FLAG_RESENT)
+    worker_ask = ap.nack_packet(1, 5, 0b01, 4, ask=True)
+    assert worker_ask.ask and sw.process(worker_ask) == Out("result", worker_ask, False)
+    # another chunk's request, or a cell that a newer chunk took: nothing stored to answer
+    assert sw.process(ap.nack_packet(1, 6, 0b01, 4)).event == "result"
+    sw.process(ap.contribution(1, 9, 0, [1] * 32, 4))  # chunk 9 takes chunk 5's cell
+    assert sw.process(ask0).event == "result"
+    assert sw.events["resent"] == 1 and sw.events["nack_held"] == 1
 
 
 def test_another_jobs_cell_is_cleaned_before_reuse() -> None:

@@ -217,6 +217,11 @@ class Run:
                     if out.packet is None:  # a request for a contribution a blue switch holds
                         assert out.event == "nack_held"
                         continue
+                    if out.event == "resent":  # a complete cell answered d's request: back up
+                        s = path[k]
+                        self.link(now, s, PARENT[s], out.packet, False,
+                                  Arrive(PARENT[s], out.packet))
+                        continue
                     if k + 1 < len(path):
                         self.link(now, path[k], path[k + 1], pkt, True, Down(w, path, k + 1, pkt))
                     else:
@@ -250,15 +255,12 @@ TABLE: dict[tuple[str, str, str], dict[str, int]] = {
     # d asks w0 (3 hops) and w1 (2: s1 holds w1's contribution and drops that request); w0
     # sends again (1); s1's aggregate then goes up as it would have
     ("w0", "s1", "contribution"): {"request from d": 5, "contribution": 1},
-    # d asks w0 and w1 (3 + 3: s1's cell is complete, it holds no request); each sends again
-    # (1 + 1) and s1 re-emits its stored sum on each (2 + 2) in place of the lost aggregate's
-    # one remaining hop; the first completes the chunk, d answers the second with the result,
-    # unicast to w0 and w1 (3 + 3)
-    ("s1", "s0", "aggregate"): {"request from d": 6, "contribution": 2, "aggregate": -1,
-                                "re-emitted sum": 4, "result": 6},
+    # d asks w0 and w1 (2 + 2 to s1, whose cell is complete: the loss was its aggregate's);
+    # s1 answers w0's request, its lowest contributor's, with its stored sum, sent back up
+    # (2) in place of the lost aggregate's one remaining hop, and drops w1's
+    ("s1", "s0", "aggregate"): {"request from d": 4, "aggregate": -1, "re-emitted sum": 2},
     # the same repair; the lost aggregate had crossed both links
-    ("s0", "d", "aggregate"): {"request from d": 6, "contribution": 2, "re-emitted sum": 4,
-                               "result": 6},
+    ("s0", "d", "aggregate"): {"request from d": 4, "re-emitted sum": 2},
     # d asks w2 (2), w2 sends again (2) in place of the lost one's remaining hop (1)
     ("w2", "s0", "contribution"): {"request from d": 2, "contribution": 1},
     # the result lost before its first copy (4 links not crossed): the next result shows each

@@ -47,6 +47,10 @@ FLAG_NACK = 0x10
 # OR the marks of what they merge into the aggregate): the ECN echo the workers' congestion
 # window reacts to, as a TCP receiver's ECE does. Hosts set and read it; switches pass it on.
 FLAG_ECE = 0x20
+# With RESULT | NACK: a worker's request for a RESULT it lost (the chunk is complete at the
+# destination), on its way up; switches pass it untouched. Without it, RESULT | NACK is the
+# destination's request for contributions, on its way down, which a blue switch may answer.
+FLAG_ASK = 0x40
 # A RESULT's slot field: every chunk more than `slot` chunks before this one is complete at
 # the destination, so a worker that lacks the result of one of them lost it; this value: the
 # destination's oldest incomplete chunk is too far behind to say
@@ -132,6 +136,11 @@ class AggPacket:
         return bool(self.flags & FLAG_OVERFLOW)
 
     @property
+    def ask(self) -> bool:
+        """A worker's request for a RESULT it lost (not the destination's for a chunk)."""
+        return self.nack and bool(self.flags & FLAG_ASK)
+
+    @property
     def ece(self) -> bool:
         """A RESULT whose chunk met a congested queue on its way up."""
         return bool(self.flags & FLAG_ECE)
@@ -161,20 +170,23 @@ def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int]
                    values=tuple(values), flags=flags)
 
 
-def nack_packet(job: int, chunk: int, missing: int, slots: int = DEFAULT_JOB_SLOTS
-                ) -> AggPacket:
+def nack_packet(job: int, chunk: int, missing: int, slots: int = DEFAULT_JOB_SLOTS,
+                ask: bool = False) -> AggPacket:
     """The destination's request for chunk `chunk` from the workers of bitmap `missing` (one
     request per worker, each naming that worker alone). It carries RESULT so that switches
     forward it, NACK so that no worker takes it for the sum, and the chunk's slot (as a
     contribution would, with the job's `slots`) so that a blue switch on the way can look at
-    the chunk's cell: one that holds the contribution asked for, while it waits on another
-    worker, drops the request (aggregate.p4), since that worker's copy would be a duplicate
-    there. A worker's request for a RESULT it lost is the same packet, on its way up."""
+    the chunk's cell (aggregate.p4): one that holds the contribution asked for while it waits
+    on another worker drops the request, since that worker's copy would be a duplicate
+    there; one whose cell is complete answers the request of its lowest contributor with the
+    stored sum, sent back up to the destination, and drops the others, since the loss was its
+    aggregate's, above it, and one packet repairs it. `ask`: a worker's request for a RESULT
+    it lost, the same packet on its way up, flagged ASK so that switches pass it untouched."""
     if not 1 <= slots < 1 << 16:
         raise ValueError(f"a job has 1..65535 slots, got {slots}")
     chunk &= _MASK32
     return AggPacket(job, chunk % slots, chunk, missing, 0, ZERO_VECTOR,
-                     FLAG_RESULT | FLAG_NACK)
+                     FLAG_RESULT | FLAG_NACK | (FLAG_ASK if ask else 0))
 
 
 def encode(pkt: AggPacket) -> bytes:

@@ -41,6 +41,7 @@ from innet.aggpacket import (
 _MASK32 = 0xFFFFFFFF
 _OWNED = 0x10000   # owner register: job | _OWNED, so 0 means "never used"
 _CELL_CE = 0x80    # cell flag: some contribution arrived CE-marked (never on the wire)
+_PASS, _HELD, _TURN = 0, 1, 2  # a request at a blue switch: forward, drop, answer (turn back)
 
 ZERO = (0,) * VECTOR_LEN
 _MAX_BACKOFF_STEPS = 64  # backoff ** 64 is past any ceiling (1.5 ** 64 = 1.8e11)
@@ -131,9 +132,13 @@ class SwitchModel:
         in egress)."""
         entry = self.entries.get(pkt.job)
         if pkt.flags & FLAG_RESULT:
-            if entry is not None and pkt.nack and self._holds(pkt, entry):
+            answer = self._request(pkt, entry) if entry is not None else _PASS
+            if answer == _HELD:
                 return self._count("nack_held", None, ce)
-            return self._count("result", pkt, ce)
+            if answer == _PASS:
+                return self._count("result", pkt, ce)
+            assert entry is not None
+            return self._turn_back(pkt, entry.base + pkt.slot)
         if entry is None:  # not on this job's tree: plain forwarding
             return Out(None, pkt, ce)
         index = entry.base + pkt.slot
@@ -149,14 +154,33 @@ class SwitchModel:
         return (pkt.slot < entry.slots and entry.base + pkt.slot < self.pool
                 and pkt.bitmap != 0 and not pkt.bitmap & ~entry.expected)
 
-    def _holds(self, pkt: AggPacket, entry: JobEntry) -> bool:
-        """A request (NACK) for contributions this blue switch's cell holds while the chunk
-        waits on another of its workers: the workers asked would only send duplicates."""
-        if not entry.blue or not self._addressed(pkt, entry):
-            return False
+    def _request(self, pkt: AggPacket, entry: JobEntry) -> int:
+        """What a blue switch does with the destination's request (NACK) for a contributor
+        whose chunk its cell holds: the workers asked would only send duplicates here. While
+        the chunk waits on another worker, drop it (_HELD): that worker gets its own request.
+        When the cell is complete, its aggregate was lost above: answer the request of the
+        lowest contributor (a request naming several: if it names that one) with the stored sum,
+        back up (_TURN), and drop the others (one
+        packet repairs the loss, whichever of the requests arrives). Anything else passes."""
+        if pkt.ask or not pkt.nack or not entry.blue or not self._addressed(pkt, entry):
+            return _PASS
         cell = self.cells[entry.base + pkt.slot]
-        return (cell.owner == pkt.job | _OWNED and cell.chunk == pkt.chunk
-                and cell.bitmap & pkt.bitmap == pkt.bitmap and cell.bitmap != entry.expected)
+        if (cell.owner != pkt.job | _OWNED or cell.chunk != pkt.chunk
+                or cell.bitmap & pkt.bitmap != pkt.bitmap):
+            return _PASS
+        if (cell.bitmap == entry.expected
+                and pkt.bitmap & -pkt.bitmap == cell.bitmap & -cell.bitmap):
+            return _TURN
+        return _HELD
+
+    def _turn_back(self, pkt: AggPacket, index: int) -> Out:
+        """The request, answered: the cell's stored sum, on its way back up to the
+        destination as the aggregate it lost (egress counts it a repeat there)."""
+        cell = self.cells[index]
+        answer = replace(pkt, bitmap=cell.bitmap, count=cell.count, values=cell.values,
+                         flags=FLAG_MERGED | FLAG_RESENT | (cell.flags & FLAG_OVERFLOW))
+        out = self._count("resent", answer, bool(cell.flags & _CELL_CE))
+        return replace(out, first=self._egress(answer, index))
 
     def _egress(self, pkt: AggPacket, index: int) -> bool:
         """AggFirst: does `pkt` carry a contributor this switch has not sent for its chunk?"""
@@ -238,7 +262,7 @@ class Worker:
     lost_results: int = 0  # RESULTs a later one showed lost on the way here (asks)
     timeouts: int = 0      # ... and those the stream's timer sent
     # RESULTs asked of the destination (one a later RESULT showed lost on the way here): a
-    # request flagged RESULT | NACK, which switches forward untouched, not a contribution
+    # request flagged RESULT | NACK | ASK, which switches forward untouched, not a contribution
     # that every blue switch on the way would answer with its stored sum again
     result_requests: int = 0
     sent: int = 0
@@ -428,7 +452,7 @@ class Worker:
             else:  # the chunk is complete at the destination: ask it for the RESULT alone
                 self.result_requests += 1
                 out.append(nack_packet(self.job, self.first_chunk + i, 1 << self.index,
-                                       self.slots))
+                                       self.slots, ask=True))
         self._asked.clear()
         return out
 

@@ -15,6 +15,7 @@ random packet sequence through a switch and through the Python model of the P4 c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -277,39 +278,60 @@ def test_a_result_passes_every_switch_untouched(tree: Tree) -> None:
     assert pkt == res and tree.events("s2")["result"] == tree.events("s1")["result"] == 1
 
 
+@contextlib.contextmanager
+def listening(tree: Tree, hosts: Sequence[str]) -> Iterator[Listeners]:
+    """Aggregation sockets on `hosts`, to read what the switches send down to them."""
+    socks: dict[str, socket.socket] = {}
+    try:
+        for h in hosts:
+            with in_netns(tree.netns[h]):
+                socks[h] = ap.receiver_socket()
+        yield Listeners(tree, socks, dict.fromkeys(hosts, 0))
+    finally:
+        for sock in socks.values():
+            sock.close()
+
+
+@dataclass
+class Listeners:
+    tree: Tree
+    socks: dict[str, socket.socket]
+    taken: dict[str, int]
+
+    def ask(self, job: Job, chunk: int, worker: str) -> None:
+        """The destination's request (NACK) for `worker`'s contribution to `chunk`, from h0."""
+        bit = 1 << job.workers.index(worker)
+        self.tree.rx.sendto(ap.encode(ap.nack_packet(job.job, chunk, bit, job.slots)),
+                            (HOSTS[worker][0], ap.AGG_UDP_PORT))
+        self.tree.sent += 1
+
+    def received(self) -> dict[str, list[ap.AggPacket]]:
+        """What each host got since the last call, once the switches have settled: exactly
+        the packets its switch sent it (counted), however slow the kernel is."""
+        c = self.tree.settle()
+        got: dict[str, list[ap.AggPacket]] = {}
+        for h, sock in self.socks.items():
+            s_, p_ = EDGE[h]
+            want = c[s_]["port_out"].get(p_, 0) - self.taken[h]
+            self.taken[h] += want
+            got[h] = []
+            for _ in range(want):
+                assert select.select([sock], [], [], SETTLE_S)[0], f"{h}: counted, not read"
+                got[h].append(ap.decode(sock.recv(65535)))
+        return got
+
+
 def test_a_request_for_a_contribution_a_blue_switch_holds_goes_no_further(tree: Tree) -> None:
     """h2's contribution is lost below s2: the destination asks h1 and h2, each alone. s2
     holds h1's contribution, so h1's request ends there (h1 would send a duplicate) and h2's
-    reaches h2. When s2's cell is complete (its aggregate lost above), a request passes: the
-    worker's copy makes s2 send its stored sum again."""
+    reaches h2."""
     tree.deploy([ALL])
     v = {h: vec(40 + i) for i, h in enumerate(WORKERS)}
-    socks = {}
-    for h in ("h1", "h2"):
-        with in_netns(tree.netns[h]):
-            socks[h] = ap.receiver_socket()
-    try:
-        def ask(chunk: int) -> dict[str, list[ap.AggPacket]]:
-            """The destination's requests for `chunk` to h1 and h2; what each one got."""
-            for i, h in enumerate(("h1", "h2")):
-                tree.rx.sendto(ap.encode(ap.nack_packet(ALL.job, chunk, 1 << i, ALL.slots)),
-                               (HOSTS[h][0], ap.AGG_UDP_PORT))
-                tree.sent += 1
-            c = tree.settle()
-            got = {}
-            for h, sock in socks.items():
-                s_, p_ = EDGE[h]
-                want = c[s_]["port_out"].get(p_, 0) - taken[h]
-                taken[h] += want
-                got[h] = []
-                for _ in range(want):
-                    assert select.select([sock], [], [], SETTLE_S)[0]
-                    got[h].append(ap.decode(sock.recv(65535)))
-            return got
-
-        taken = {"h1": 0, "h2": 0}
+    with listening(tree, ("h1", "h2")) as hosts:
         tree.contribute("h1", ALL, 5, v["h1"])
-        got = ask(5)
+        hosts.ask(ALL, 5, "h1")
+        hosts.ask(ALL, 5, "h2")
+        got = hosts.received()
         assert got["h1"] == [] and [(p.chunk, p.bitmap, p.nack) for p in got["h2"]] == \
             [(5, 0b10, True)]
         assert tree.events("s2")["nack_held"] == 1 and tree.events("s1")["result"] == 2
@@ -317,16 +339,32 @@ def test_a_request_for_a_contribution_a_blue_switch_holds_goes_no_further(tree: 
             tree.contribute(h, ALL, 5, v[h])
         assert only(tree.received()).values == total(*v.values())
 
-        tree.set_drop("s1", 1.0)  # chunk 6: s2's aggregate dies at s1
+
+def test_a_complete_cell_answers_the_destinations_request_with_its_stored_sum(
+        tree: Tree) -> None:
+    """s2's aggregate of chunk 6 dies at s1: the destination asks h1 and h2. s2's cell is
+    complete, so it answers h1's request (its lowest contributor's) with the stored sum, sent
+    back up as the lost aggregate went, and drops h2's: neither worker hears of it. s1 merges
+    the sum and completes the chunk with h3's and h4's contributions."""
+    tree.deploy([ALL])
+    v = {h: vec(70 + i) for i, h in enumerate(WORKERS)}
+    with listening(tree, ("h1", "h2")) as hosts:
+        tree.set_drop("s1", 1.0)
         tree.contribute("h1", ALL, 6, v["h1"])
         tree.contribute("h2", ALL, 6, v["h2"])
         tree.set_drop("s1", 0.0)
-        got = ask(6)
-        assert [len(got[h]) for h in ("h1", "h2")] == [1, 1]
-        assert tree.events("s2")["nack_held"] == 1  # a complete cell holds no request
-    finally:
-        for sock in socks.values():
-            sock.close()
+        hosts.ask(ALL, 6, "h2")  # the order does not matter: h1's request is the answered one
+        hosts.ask(ALL, 6, "h1")
+        assert hosts.received() == {"h1": [], "h2": []}
+        assert tree.received() == []  # s1 holds the sum: it waits on h3 and h4
+        s2 = tree.events("s2")
+        assert (s2["nack_held"], s2["resent"]) == (1, 1)
+        assert (tree.uplink("s2", "agg_first"), tree.uplink("s2", "agg_repeat")) == (1, 1)
+        assert tree.events("s1")["held"] == 1
+        tree.contribute("h3", ALL, 6, v["h3"])
+        tree.contribute("h4", ALL, 6, v["h4"])
+        pkt = only(tree.received())
+        assert (pkt.bitmap, pkt.count, pkt.values) == (0b1111, 4, total(*v.values()))
 
 
 def test_a_late_copy_after_the_slot_was_reused_is_dropped_as_stale(tree: Tree) -> None:
@@ -536,8 +574,10 @@ def test_hosts_stream_through_lossy_switches_and_every_sum_is_exact(tree: Tree) 
 
 
 def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
-    """One random sequence (duplicates, late copies, reordering, other jobs, bad slots) into
-    s2 alone; s2's output and counters against SwitchModel's on the same sequence."""
+    """One random sequence (duplicates, late copies, reordering, other jobs, bad slots, the
+    destination's requests) into s2 alone; s2's output and counters against SwitchModel's on
+    the same sequence. Contributions come up from h1 and h2, requests down from h0: what s2
+    sends up reaches h0, the requests it passes reach the worker they name."""
     job = Job(4, ("h1", "h2"), ("s2",), slots=4)
     intent = tree.deploy([job])
     (role,) = intent.switches["s2"].aggregations
@@ -549,22 +589,38 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
         chunk = rng.randint(max(0, step // 6 - 3), step // 6 + 1)
         w = rng.randint(0, 1)
         pkt = ap.contribution(4, chunk, w, vec(chunk * 2 + w), 4)
-        if rng.random() < 0.2:  # a request (NACK) for it: held or passed on
+        if rng.random() < 0.2:  # the destination's request for it: held, passed or answered
             pkt = ap.nack_packet(4, chunk, rng.choice([1 << w, 0b11]), 4)
         if rng.random() < 0.05:
             pkt = dataclasses.replace(pkt, slot=5)  # malformed
         sent.append(pkt)
-    expected = []
-    for pkt in sent:
-        tree.send(job.workers[pkt.bitmap.bit_length() - 1] if pkt.bitmap else "h1", pkt)
-        out = model.process(pkt)
-        if out.packet is not None:
-            expected.append(out.packet)
-    got = [p for p, _ in tree.received()]
-    assert got == expected
+    up: list[ap.AggPacket] = []
+    down: dict[str, list[ap.AggPacket]] = {"h1": [], "h2": []}
+    with listening(tree, ("h1", "h2")) as hosts:
+        for pkt in sent:
+            worker = job.workers[pkt.bitmap.bit_length() - 1] if pkt.bitmap else "h1"
+            if pkt.nack:
+                tree.rx.sendto(ap.encode(pkt), (HOSTS[worker][0], ap.AGG_UDP_PORT))
+                tree.sent += 1
+                tree.settle()
+            else:
+                tree.send(worker, pkt)
+            out = model.process(pkt)
+            if out.packet is None:
+                continue
+            if pkt.nack and out.event == "result":
+                down[worker].append(out.packet)
+            else:
+                up.append(out.packet)
+        assert hosts.received() == down
+    assert [p for p, _ in tree.received()] == up
     ev = tree.events("s2")
     assert {k: ev[k] for k in model.events} == model.events
     assert (tree.uplink("s2", "agg_first"), tree.uplink("s2", "agg_repeat")) == \
         (model.first, model.repeat)
     assert model.first > 0 and model.repeat > 0
+    answered = sum(1 for p in up if p.flags & ap.FLAG_RESENT and not p.nack)
     assert model.events["nack_held"] > 0 and model.events["result"] > 0
+    print(f"\n{len(sent)} packets into s2: {model.events['nack_held']} requests held, "
+          f"{model.events['result']} passed, {model.events['resent']} stored sums sent")
+    assert answered > 0
