@@ -159,9 +159,9 @@ class SwitchModel:
         whose chunk its cell holds: the workers asked would only send duplicates here. While
         the chunk waits on another worker, drop it (_HELD): that worker gets its own request.
         When the cell is complete, its aggregate was lost above: answer the request of the
-        lowest contributor (a request naming several: if it names that one) with the stored sum,
-        back up (_TURN), and drop the others (one
-        packet repairs the loss, whichever of the requests arrives). Anything else passes."""
+        lowest contributor (a request naming several: if it names that one) with the stored
+        sum, back up (_TURN), and drop the others (one packet repairs the loss, whichever of
+        the requests arrives). Anything else passes."""
         if pkt.ask or not pkt.nack or not entry.blue or not self._addressed(pkt, entry):
             return _PASS
         cell = self.cells[entry.base + pkt.slot]
@@ -177,8 +177,7 @@ class SwitchModel:
         """The request, answered: the cell's stored sum, on its way back up to the
         destination as the aggregate it lost (egress counts it a repeat there)."""
         cell = self.cells[index]
-        answer = replace(pkt, bitmap=cell.bitmap, count=cell.count, values=cell.values,
-                         flags=FLAG_MERGED | FLAG_RESENT | (cell.flags & FLAG_OVERFLOW))
+        answer = _stored_sum(pkt, cell, 0)
         out = self._count("resent", answer, bool(cell.flags & _CELL_CE))
         return replace(out, first=self._egress(answer, index))
 
@@ -213,10 +212,8 @@ class SwitchModel:
             if cell.bitmap != entry.expected:
                 return self._count("duplicate", None, ce)
             # the chunk finished here: answer with the stored sum (shadow copy)
-            out = replace(pkt, bitmap=cell.bitmap, count=cell.count, values=cell.values,
-                          flags=pkt.flags | FLAG_MERGED | FLAG_RESENT
-                          | (cell.flags & FLAG_OVERFLOW))
-            return self._count("resent", out, bool(cell.flags & _CELL_CE))
+            return self._count("resent", _stored_sum(pkt, cell, pkt.flags),
+                               bool(cell.flags & _CELL_CE))
         sums, overflow = add_checked(cell.values, pkt.values)
         cell.values = sums
         cell.bitmap |= pkt.bitmap
@@ -230,6 +227,14 @@ class SwitchModel:
         out = replace(pkt, bitmap=cell.bitmap, count=cell.count, values=sums,
                       flags=pkt.flags | FLAG_MERGED | (cell.flags & FLAG_OVERFLOW))
         return self._count("emitted", out, bool(cell.flags & _CELL_CE))
+
+
+def _stored_sum(pkt: AggPacket, cell: Cell, flags: int) -> AggPacket:
+    """`pkt` carrying a complete cell's stored sum (aggregate.p4's load, then send_sums), as
+    a retransmission's answer or a turned-back request: `flags` | MERGED | RESENT and the
+    cell's overflow."""
+    return replace(pkt, bitmap=cell.bitmap, count=cell.count, values=cell.values,
+                   flags=flags | FLAG_MERGED | FLAG_RESENT | (cell.flags & FLAG_OVERFLOW))
 
 
 # ---------------------------------------------------------------------------------------------

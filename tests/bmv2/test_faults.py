@@ -301,8 +301,11 @@ class Listeners:
     def ask(self, job: Job, chunk: int, worker: str) -> None:
         """The destination's request (NACK) for `worker`'s contribution to `chunk`, from h0."""
         bit = 1 << job.workers.index(worker)
-        self.tree.rx.sendto(ap.encode(ap.nack_packet(job.job, chunk, bit, job.slots)),
-                            (HOSTS[worker][0], ap.AGG_UDP_PORT))
+        self.send_down(worker, ap.nack_packet(job.job, chunk, bit, job.slots))
+
+    def send_down(self, worker: str, pkt: ap.AggPacket) -> None:
+        """`pkt` from h0 to `worker`, as the destination sends its requests."""
+        self.tree.rx.sendto(ap.encode(pkt), (HOSTS[worker][0], ap.AGG_UDP_PORT))
         self.tree.sent += 1
 
     def received(self) -> dict[str, list[ap.AggPacket]]:
@@ -600,8 +603,7 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
         for pkt in sent:
             worker = job.workers[pkt.bitmap.bit_length() - 1] if pkt.bitmap else "h1"
             if pkt.nack:
-                tree.rx.sendto(ap.encode(pkt), (HOSTS[worker][0], ap.AGG_UDP_PORT))
-                tree.sent += 1
+                hosts.send_down(worker, pkt)
                 tree.settle()
             else:
                 tree.send(worker, pkt)
