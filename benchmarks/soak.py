@@ -45,7 +45,7 @@ def proc_status(pid: int) -> dict[str, int]:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "Threads"):
+        if key in ("VmRSS", "RssAnon", "RssFile", "Threads"):
             fields[key] = int(value.split()[0])
     fields["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
     return fields
@@ -92,6 +92,7 @@ def sample(pid: int, record: live.NetworkRecord, t0: float) -> dict[str, Any]:
     for r in rows:
         states[r["state"]] = states.get(r["state"], 0) + 1
     return {"t_s": round(time.time() - t0), "rss_mb": st["VmRSS"] / 1024,
+            "anon_mb": st.get("RssAnon", 0) / 1024, "file_mb": st.get("RssFile", 0) / 1024,
             "fds": st["fds"], "threads": st["Threads"],
             "switches_mb": switches_rss_kb(record) / 1024, **states}
 
@@ -153,11 +154,22 @@ def soak(args: argparse.Namespace, record: live.NetworkRecord, pid: int, out: Pa
     print("descriptors that differ from the baseline, by kind (before, after): "
           + (json.dumps(changed) if changed else "none"))
     back = live.ask(record, {"op": "readback"})
-    rows = live.ask(record, {"op": "job_list"})["jobs"]
+    rows = every_job(live.ask(record, {"op": "job_list"}))
     (out / "soak.json").write_text(json.dumps({"samples": samples, "jobs": rows,
                                                "descriptors_changed": changed,
                                                "readback": back}, indent=1))
     return report(samples, rows, back, args.minutes)
+
+
+def every_job(listing: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows `job list` still holds and those of the ended jobs it let go (each in its
+    folder's job.json), so the checks see every job submitted."""
+    rows = {r["name"]: r for r in listing["jobs"]}
+    if listing.get("archive"):
+        for path in sorted(Path(listing["archive"]).glob("*/job.json")):
+            row = json.loads(path.read_text())
+            rows.setdefault(row["name"], row)
+    return list(rows.values())
 
 
 def report(samples: list[dict[str, Any]], rows: list[dict[str, Any]], back: dict[str, Any],

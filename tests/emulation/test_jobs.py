@@ -74,7 +74,8 @@ def topo() -> Topology:
     return load_topology(LEAFSPINE)
 
 
-def up(topo: Topology, options: IntentOptions | None = None) -> LiveNetwork:
+def up(topo: Topology, options: IntentOptions | None = None, **live_options: Any
+       ) -> LiveNetwork:
     intent = build_intent(options or IntentOptions(), topo)
     fake = FakeNetwork(intent.entries(), intent.replication())
     runs: dict[str, ScriptedRun] = {}
@@ -84,7 +85,7 @@ def up(topo: Topology, options: IntentOptions | None = None) -> LiveNetwork:
         return runs[a.name]
 
     net = LiveNetwork(topo, fake, intent, options or IntentOptions(),  # type: ignore[arg-type]
-                      launch=launch)
+                      launch=launch, **live_options)
     net.runs = runs  # type: ignore[attr-defined]
     return net
 
@@ -350,3 +351,48 @@ def test_an_ended_job_keeps_its_figures_not_its_processes(topo: Topology) -> Non
     rows = listed(net)
     assert rows["a"]["iterations_done"] == 20 and rows["a"]["sums_exact"] is True
     assert rows["c"]["why"] == "the network went down"
+
+
+def test_a_network_keeps_the_latest_ended_jobs_and_the_rest_on_disk(topo: Topology,
+                                                                    tmp_path: Path) -> None:
+    """A network up for days lists (and holds) only its latest `keep_ended` ended jobs; every
+    ended job's last row is in its folder's job.json, none lost, and a default name is never
+    given again to a job that shares its folder with one let go."""
+    net = up(topo, folder=tmp_path, keep_ended=2)
+    runs = net.runs  # type: ignore[attr-defined]
+    names = []
+    for _ in range(5):
+        row = net.handle({"op": "job_submit",
+                          "job": {"model": "VGG19", "workers": 2, "iterations": 3}})
+        names.append(row["name"])
+        runs[row["name"]].iterations, runs[row["name"]].ended = 3, ("done", None)
+        net.jobs.tick()
+    queued = net.handle({"op": "job_submit", "at_s": 60, "job": {
+        "name": "waits", "model": "VGG19", "workers": 2, "iterations": 3}})
+    net.handle({"op": "job_cancel", "name": "waits"})
+    assert queued["state"] == "queued"
+    answer = net.handle({"op": "job_list"})
+    assert [r["name"] for r in answer["jobs"]] == [names[4], "waits"]
+    assert answer["archived"] == 4 and answer["archive"] == str(tmp_path / "jobs")
+    on_disk = {p.parent.name: json.loads(p.read_text())
+               for p in (tmp_path / "jobs").glob("*/job.json")}
+    assert set(on_disk) == {*names, "waits"}
+    assert all(on_disk[n]["state"] == "done" and on_disk[n]["iterations_done"] == 3
+               and on_disk[n]["release_writes"] > 0 for n in names)
+    assert on_disk["waits"]["state"] == "cancelled"
+    assert len(set(names)) == 5  # vgg19-1 was let go, yet the next default is vgg19-6
+    nxt = net.handle({"op": "job_submit",
+                      "job": {"model": "VGG19", "workers": 2, "iterations": 3}})
+    assert nxt["name"] == "vgg19-6"
+
+
+def test_without_a_folder_no_ended_job_is_let_go(topo: Topology) -> None:
+    """With nowhere to keep them (a desk without an archive), ended jobs stay listed."""
+    net = up(topo, keep_ended=1)
+    runs = net.runs  # type: ignore[attr-defined]
+    for name in "abc":
+        submit(net, name, workers=2)
+        runs[name].ended = ("done", None)
+        net.jobs.tick()
+    answer = net.handle({"op": "job_list"})
+    assert [r["name"] for r in answer["jobs"]] == ["a", "b", "c"] and answer["archived"] == 0

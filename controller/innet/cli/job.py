@@ -177,6 +177,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         print_json(answer)
     else:
         print(jobs_table(answer["jobs"]))
+        if answer.get("archived"):
+            print(f"{answer['archived']} older ended jobs are no longer listed; their last "
+                  f"rows are in {answer.get('archive') or 'their folders'}/NAME/job.json")
     return 0
 
 

@@ -168,7 +168,8 @@ def run_policy(cn: ControlledNetwork, topo: Topology, requests: list[tuple[JobRe
     launcher = JobLauncher(cn, topo, folder, o.scale, epoch=t0)
     routes = network_intent(topo, [], ecn_threshold=o.ecn_threshold)
     live = LiveNetwork(topo, cn, routes, IntentOptions(ecn_threshold=o.ecn_threshold),
-                       folder=folder, scale=o.scale, launch=launcher.start)
+                       folder=folder, scale=o.scale, launch=launcher.start,
+                       keep_ended=None)  # policy_result reads every job at the end
     pending = list(requests)
     deadline = t0 + time_bound(requests, o)
     ledger = Ledger(read_counts(cn)[C_AGG_FIRST])

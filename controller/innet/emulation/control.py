@@ -22,6 +22,7 @@ take one lock, since both move the same controller.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 import time
@@ -38,6 +39,7 @@ from innet.emulation.jobrun import JobLauncher, RunScale
 from innet.emulation.jobs import (
     DEFAULT_POLICY,
     ENDED,
+    ENDED_KEPT,
     Installed,
     JobDesk,
     Launch,
@@ -68,17 +70,35 @@ class LiveNetwork:
     folder: Path | None = None  # the run folder: jobs' files go to its jobs/
     scale: RunScale = field(default_factory=RunScale)
     launch: Launch | None = None  # None: the jobs' processes on the network's hosts
+    # ended jobs kept in memory (older ones only in their folder's job.json); None: every
+    # one, for a run that reads them all at its end
+    keep_ended: int | None = ENDED_KEPT
     jobs: JobDesk = field(init=False)
+    jobs_folder: Path | None = field(init=False, default=None)  # each job's files, job.json
     lock: threading.RLock = field(init=False, default_factory=threading.RLock)
     _stop: threading.Event = field(init=False, default_factory=threading.Event)
     _monitor: threading.Thread | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         launch = self.launch
+        folder = self.folder
         if launch is None:
-            folder = self.folder or Path(tempfile.mkdtemp(prefix="innet-jobs-"))
+            folder = folder or Path(tempfile.mkdtemp(prefix="innet-jobs-"))
             launch = JobLauncher(self.cn, self.topo, folder / "jobs", self.scale).start
-        self.jobs = JobDesk(ClusterState(self.topo), self.install_jobs, launch)
+        self.jobs_folder = None if folder is None else folder / "jobs"
+        self.jobs = JobDesk(ClusterState(self.topo), self.install_jobs, launch,
+                            archive=None if folder is None else self.archive_job,
+                            keep_ended=self.keep_ended)
+
+    def archive_job(self, row: dict[str, Any]) -> None:
+        """An ended job's last `job list` row into its folder (job.json), where it stays
+        once the desk lets the job go from memory."""
+        assert self.jobs_folder is not None
+        path = self.jobs_folder / row["name"] / "job.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(row, indent=1) + "\n")
+        tmp.replace(path)
 
     def start_monitor(self) -> None:
         """End finished jobs and admit queued ones every MONITOR_S, until `close`."""
@@ -191,7 +211,7 @@ class LiveNetwork:
 
     def handle_jobs(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         if op == "job_list":
-            return self.jobs.listing()
+            return {**self.jobs.listing(), "archive": str(self.jobs_folder or "")}
         if op == "readback":
             return self.readback()
         if op == "job_cancel":
@@ -207,7 +227,7 @@ class LiveNetwork:
             raise InputError(f"at_s: seconds from now in 0..{MAX_DELAY_S:g}, got {delay!r}")
         if op == "trace_submit":
             return self.submit_trace(request.get("file"), policy, time.time() + delay)
-        job, model = job_request(request.get("job"), self.topo, self.jobs.records, self.scale)
+        job, model = job_request(request.get("job"), self.topo, self.jobs.names(), self.scale)
         return self.jobs.submit(job, policy, model, time.time() + delay if delay else None)
 
     def submit_trace(self, path: Any, policy: str, epoch: float) -> dict[str, Any]:

@@ -9,13 +9,20 @@ processes on its hosts (innet.emulation.jobrun). A job is `queued`, `running`, `
 `failed` or `cancelled`; `tick` (the network's monitor calls it) ends the jobs whose
 processes ended, releases their entries, groups and cells, and admits the queued jobs that
 now fit, in arrival order (docs/cluster-planner.md).
+
+A network stays up for days of jobs, so the desk keeps only the latest `keep_ended` ended
+jobs in memory: each ended job's last row goes to `archive` (the network writes it into the
+job's folder as job.json) and the oldest ended records beyond the bound are let go. Kept
+without bound, every `job list` (and every sample of the live view) built a row for every job
+ever run, a transient that grew with the network's age and left the process's heap larger
+after each one (the hour soak's growing memory, docs/cluster-planner.md "Hours of jobs").
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +39,7 @@ from innet.topology import Topology
 DEFAULT_POLICY = "soar+cassini"
 DEFAULT_K = 4
 JOB_FIELDS = {"name", "model", "profile_file", "workers", "iterations", "values", "k", "slots"}
+ENDED_KEPT = 100  # ended jobs a network's desk keeps in memory (the rest are in their folders)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class JobRun(Protocol):
 
 
 Launch = Callable[[Admission], JobRun]
+Archive = Callable[[dict[str, Any]], None]  # an ended job's last `job list` row, kept on disk
 ENDED = ("done", "failed", "cancelled")
 NO_TRAFFIC = {"iterations_done": 0, "mean_iteration_ms": None, "marks": None,
               "retransmissions": None, "sums_exact": None}
@@ -121,6 +130,17 @@ class JobDesk:
     install: Install
     launch: Launch
     records: dict[str, JobRecord] = field(default_factory=dict)
+    archive: Archive | None = None
+    # ended jobs kept in `records` (the oldest let go first, once archived); None: all of
+    # them, for a run that reads every job at its end (innet run cluster)
+    keep_ended: int | None = ENDED_KEPT
+    archived: int = 0  # ended jobs let go from memory
+    _names: set[str] = field(default_factory=set)  # every name used, so none is given twice
+
+    def names(self) -> Container[str]:
+        """Every job name this desk has seen, the let-go ones included (a default name is
+        never one of them: two jobs would share a folder)."""
+        return self._names
 
     def active(self) -> list[str]:
         """Jobs that run or wait (what a --workload deploy would fight with)."""
@@ -147,6 +167,7 @@ class JobDesk:
         record = JobRecord(request, policy, model)
         self.records.pop(request.name, None)
         self.records[request.name] = record
+        self._names.add(request.name)
         if at is not None and at > time.time():
             record.arrives_at = at
             record.why = f"arrives at {time.strftime('%H:%M:%S', time.localtime(at))}"
@@ -182,9 +203,24 @@ class JobDesk:
         record.state, record.why, record.closed_at = state, why, time.time()
         self.state = self.state.without(record.name)
         record.release_writes = self.install(self.state).writes
+        self.retire(record)
         admitted = [r.name for r in self.queue() if self.try_admit(r)]
         release_freed_memory()  # what the job's run and plan held, back to the kernel
         return admitted
+
+    def retire(self, record: JobRecord) -> None:
+        """An ended job's row to the archive; then the oldest ended records beyond
+        `keep_ended` let go (only once archived: without an archive nothing is dropped)."""
+        if self.archive is None:
+            return
+        self.archive(record.to_dict())
+        if self.keep_ended is None:
+            return
+        ended = [r for r in self.records.values() if r.state in ENDED]
+        ended.sort(key=lambda r: r.closed_at or 0.0)
+        for old in ended[:max(0, len(ended) - self.keep_ended)]:
+            del self.records[old.name]
+            self.archived += 1
 
     def tick(self) -> list[str]:
         """End the jobs whose processes ended (done, or failed saying why); returns the
@@ -209,6 +245,9 @@ class JobDesk:
                 record.stats = record.run.stats()
                 record.run = None
                 record.state, record.why = "cancelled", "the network went down"
+                record.closed_at = time.time()
+                if self.archive is not None:
+                    self.archive(record.to_dict())
 
     def cancel(self, name: str) -> dict[str, Any]:
         """Release the job (entries, group, slot cells) or take it off the queue; then admit
@@ -220,7 +259,9 @@ class JobDesk:
         admitted: list[str] = []
         if record.state == "running":
             admitted = self.end(record, "cancelled", None)
-        record.state, record.why = "cancelled", None
+        else:  # it waited: nothing to release
+            record.state, record.why, record.closed_at = "cancelled", None, time.time()
+            self.retire(record)
         return {"cancelled": record.to_dict(), "admitted": admitted}
 
     def circles(self) -> dict[str, list[dict[str, Any]]]:
@@ -228,11 +269,13 @@ class JobDesk:
         return job_circles(self.state.topology, self.state.running)
 
     def listing(self) -> dict[str, Any]:
+        """The `job list` answer: the jobs in memory, and how many ended ones were let go."""
         circles = self.circles()
-        return {"jobs": [r.to_dict(circles.get(r.name)) for r in self.records.values()]}
+        return {"jobs": [r.to_dict(circles.get(r.name)) for r in self.records.values()],
+                "archived": self.archived}
 
 
-def job_request(data: Any, topo: Topology, taken: Mapping[str, JobRecord],
+def job_request(data: Any, topo: Topology, taken: Container[str],
                 scale: RunScale | None = None) -> tuple[JobRequest, str]:
     """The job of a `job_submit` request, checked field by field; and its model's name.
     `profile_file` is read here, at the edge (the front end sends it resolved). Values per
@@ -276,7 +319,7 @@ def job_profile(data: Mapping[str, Any]) -> JobProfile:
     return load_jobs(Path(path))[0]
 
 
-def default_name(model: str, taken: Mapping[str, JobRecord]) -> str:
+def default_name(model: str, taken: Container[str]) -> str:
     """`vgg19-1`, `vgg19-2`, ...: the model in lower case and the first free number."""
     stem = re.sub(r"[^a-z0-9_.+-]", "", model.lower()) or "job"
     n = 1
