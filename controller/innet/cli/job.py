@@ -18,7 +18,7 @@ from innet.aggpacket import DEFAULT_JOB_SLOTS, MAX_WORKERS, SLOTS
 from innet.cli.argtypes import K, float_in, int_in
 from innet.cli.options import add_json
 from innet.emulation import jobclient
-from innet.emulation.jobclient import MAX_DELAY_S
+from innet.emulation.jobclient import ENDED_KEPT, MAX_DELAY_S
 from innet.errors import InputError
 from innet.jsonout import print_json
 from innet.plan.cluster import POLICIES
@@ -46,11 +46,13 @@ def register(sub: Any) -> None:
     ls = jsub.add_parser("list", help="every job: state, hosts, blue switches, shift, writes",
                          description="Every job the network knows, in submission order. "
                                      "States: queued (with why), running, done, failed "
-                                     "(with why), cancelled. "
+                                     "(with why), cancelled. A network keeps its latest "
+                                     f"{ENDED_KEPT} ended jobs listed; an older one's last "
+                                     "row is in RUN/jobs/NAME/job.json. "
                                      + TRAFFIC_NOTE)
     add_json(ls, 'print {"jobs": [{"name", "state", "hosts", "blue", "shift_ms", '
                  '"iterations", "iterations_done", "mean_iteration_ms", "marks", "writes", '
-                 '"sums_exact", "why", ...}]}')
+                 '"sums_exact", "why", ...}], "archived": N, "archive": FOLDER}')
     ls.set_defaults(func=cmd_list)
     cancel = jsub.add_parser("cancel", help="release a job (or take it off the queue)",
                              description="Release the job's entries, multicast group and "

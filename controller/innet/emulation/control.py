@@ -34,12 +34,11 @@ from innet.bmv2.own_program import OwnProgram
 from innet.bmv2.thrift import run_cli
 from innet.cassini.experiments.traces import load_trace
 from innet.emulation.experiment import ControlledNetwork
-from innet.emulation.jobclient import MAX_DELAY_S
+from innet.emulation.jobclient import ENDED_KEPT, MAX_DELAY_S
 from innet.emulation.jobrun import JobLauncher, RunScale
 from innet.emulation.jobs import (
     DEFAULT_POLICY,
     ENDED,
-    ENDED_KEPT,
     Installed,
     JobDesk,
     Launch,

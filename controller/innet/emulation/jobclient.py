@@ -19,6 +19,7 @@ from innet.errors import InputError, NetworkError
 
 POLICY = "soar+cassini"
 MAX_DELAY_S = 7 * 24 * 3600.0  # a job submitted to arrive later: within a week
+ENDED_KEPT = 100  # ended jobs a network lists (and holds); older ones are in their folders
 
 
 def ask(request: dict[str, Any], state_dir: Path | None = None) -> dict[str, Any]:

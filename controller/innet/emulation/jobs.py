@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from innet.aggpacket import DEFAULT_JOB_SLOTS
 from innet.cassini.model.profiles import JOB_NAME, JobProfile, load_jobs, zoo_job
+from innet.emulation.jobclient import ENDED_KEPT
 from innet.emulation.jobrun import RunScale
 from innet.errors import InputError, quote
 from innet.memory import release_freed_memory
@@ -39,7 +40,6 @@ from innet.topology import Topology
 DEFAULT_POLICY = "soar+cassini"
 DEFAULT_K = 4
 JOB_FIELDS = {"name", "model", "profile_file", "workers", "iterations", "values", "k", "slots"}
-ENDED_KEPT = 100  # ended jobs a network's desk keeps in memory (the rest are in their folders)
 
 
 @dataclass(frozen=True)
