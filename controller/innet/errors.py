@@ -166,19 +166,39 @@ def open_input(path: str | Path, *, what: str = "file",
         yield f
 
 
+READ_CHUNK = 1 << 20
+
+
+def read_at_most(f: BinaryIO, max_bytes: int) -> bytes:
+    """What `f` holds, read until its end or until more than `max_bytes` have come.
+
+    Not `f.read(max_bytes + 1)`: a buffered reader allocates the whole size it is asked for
+    before it reads, and the bound here is a share of the machine's memory (a P4Info file
+    read that way asked for 1.2 GB, the peak of every `net up`)."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= max_bytes:
+        chunk = f.read(min(READ_CHUNK, max_bytes + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
 def read_bytes(path: str | Path, max_bytes: int, *, what: str = "file", too_large: str = "",
                stdin: bool = False) -> bytes:
     """All of a user's regular file (or standard input for "-" when `stdin`), refusing one
     larger than `max_bytes` before reading it (for stdin: once more than that has come)."""
     if stdin and str(path) == "-":
-        data = sys.stdin.buffer.read(max_bytes + 1)
+        data = read_at_most(sys.stdin.buffer, max_bytes)
         if len(data) > max_bytes:
             raise InputError(f"more than {max_bytes / 1e6:.4g} MB on standard input"
                              f"{too_large}", source="-")
         return data
     try:
         with open_input(path, what=what, max_bytes=max_bytes, too_large=too_large) as f:
-            data = f.read(max_bytes + 1)
+            data = read_at_most(f, max_bytes)
     except OSError as exc:  # a read error after a good open (EIO, a file gone stale)
         raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
     if len(data) > max_bytes:  # it grew while we read it
