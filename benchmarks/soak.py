@@ -5,9 +5,10 @@
 Brings `innet net up` up on the leaf-spine (its own state folder), then for --minutes submits a
 job every --gap seconds (a zoo model, 2 to 6 workers, 5 to 30 iterations, drawn from --seed;
 one in five later cancelled while it runs or waits) and samples, every --sample seconds, the
-`net up` process's memory (RSS), open descriptors and threads, the switches' memory, and the
-jobs' states. At the end it cancels what is left and reads every switch back. Prints the
-samples and the checks:
+`net up` process's memory (RSS, and its anonymous and file-backed parts), open descriptors
+and threads, the switches' memory, and the jobs' states as `job list` gives them (the latest
+100 ended jobs, `let_go` counting the older ones, whose rows are in their folders). At the
+end it cancels what is left and reads every switch back. Prints the samples and the checks:
 - the controller's memory grows by less than 10% from the sample at 10 minutes (or the
   first third of a shorter run) to the last;
 - descriptors and threads come back to their baseline (the first sample) once no job runs;
@@ -87,10 +88,11 @@ def sample(pid: int, record: live.NetworkRecord, t0: float) -> dict[str, Any]:
     # the process first, then the request: a request's answering thread would count itself
     # (the 43 -> 44 "leak" of an earlier version of this benchmark)
     st = proc_status(pid)
-    rows = live.ask(record, {"op": "job_list"})["jobs"]
+    listing = live.ask(record, {"op": "job_list"})
     states: dict[str, int] = {}
-    for r in rows:
+    for r in listing["jobs"]:
         states[r["state"]] = states.get(r["state"], 0) + 1
+    states["let_go"] = listing.get("archived", 0)  # ended jobs no longer listed
     return {"t_s": round(time.time() - t0), "rss_mb": st["VmRSS"] / 1024,
             "anon_mb": st.get("RssAnon", 0) / 1024, "file_mb": st.get("RssFile", 0) / 1024,
             "fds": st["fds"], "threads": st["Threads"],
