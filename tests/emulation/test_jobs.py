@@ -396,3 +396,20 @@ def test_without_a_folder_no_ended_job_is_let_go(topo: Topology) -> None:
         net.jobs.tick()
     answer = net.handle({"op": "job_list"})
     assert [r["name"] for r in answer["jobs"]] == ["a", "b", "c"] and answer["archived"] == 0
+
+
+def test_a_row_that_cannot_be_written_keeps_its_job_in_memory(topo: Topology,
+                                                               tmp_path: Path) -> None:
+    """Where the jobs' folder cannot be made (here a file stands in its place; a full disk
+    alike) the monitor goes on ending jobs and lets none of them go: nothing is lost."""
+    (tmp_path / "jobs").write_text("not a folder")
+    net = up(topo, folder=tmp_path, keep_ended=1)
+    runs = net.runs  # type: ignore[attr-defined]
+    for name in "abc":
+        submit(net, name, workers=2)
+        runs[name].ended = ("done", None)
+        assert net.jobs.tick() == []
+    answer = net.handle({"op": "job_list"})
+    assert [(r["name"], r["state"]) for r in answer["jobs"]] == [
+        ("a", "done"), ("b", "done"), ("c", "done")]
+    assert answer["archived"] == 0

@@ -23,6 +23,7 @@ take one lock, since both move the same controller.
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import threading
 import time
@@ -54,6 +55,7 @@ from innet.soar.model import phi
 from innet.topology import Topology
 
 MONITOR_S = 0.5
+log = logging.getLogger("innet.jobs")
 
 
 @dataclass
@@ -89,15 +91,22 @@ class LiveNetwork:
                             archive=None if folder is None else self.archive_job,
                             keep_ended=self.keep_ended)
 
-    def archive_job(self, row: dict[str, Any]) -> None:
+    def archive_job(self, row: dict[str, Any]) -> bool:
         """An ended job's last `job list` row into its folder (job.json), where it stays
-        once the desk lets the job go from memory."""
+        once the desk lets the job go from memory. A write that fails (a full disk) is
+        logged and the job stays in memory: the monitor goes on, nothing is lost."""
         assert self.jobs_folder is not None
         path = self.jobs_folder / row["name"] / "job.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(row, indent=1) + "\n")
-        tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(row, indent=1) + "\n")
+            tmp.replace(path)
+        except OSError as exc:
+            log.warning("job %s: its row stays in memory; writing %s failed: %s",
+                        row["name"], path, exc.strerror or exc)
+            return False
+        return True
 
     def start_monitor(self) -> None:
         """End finished jobs and admit queued ones every MONITOR_S, until `close`."""

@@ -67,7 +67,8 @@ class JobRun(Protocol):
 
 
 Launch = Callable[[Admission], JobRun]
-Archive = Callable[[dict[str, Any]], None]  # an ended job's last `job list` row, kept on disk
+# keeps an ended job's last `job list` row on disk; False when it could not (nothing let go)
+Archive = Callable[[dict[str, Any]], bool]
 ENDED = ("done", "failed", "cancelled")
 NO_TRAFFIC = {"iterations_done": 0, "mean_iteration_ms": None, "marks": None,
               "retransmissions": None, "sums_exact": None}
@@ -96,6 +97,7 @@ class JobRecord:
     admitted_at: float | None = None
     closed_at: float | None = None  # when the desk ended it (done, failed, cancelled)
     stats: dict[str, Any] = field(default_factory=lambda: dict(NO_TRAFFIC))
+    on_disk: bool = False  # its last row is archived: the desk may let it go
 
     @property
     def name(self) -> str:
@@ -210,13 +212,14 @@ class JobDesk:
 
     def retire(self, record: JobRecord) -> None:
         """An ended job's row to the archive; then the oldest ended records beyond
-        `keep_ended` let go (only once archived: without an archive nothing is dropped)."""
+        `keep_ended` let go (only those archived: a row that could not be written, or a desk
+        without an archive, stays in memory)."""
         if self.archive is None:
             return
-        self.archive(record.to_dict())
+        record.on_disk = self.archive(record.to_dict())
         if self.keep_ended is None:
             return
-        ended = [r for r in self.records.values() if r.state in ENDED]
+        ended = [r for r in self.records.values() if r.state in ENDED and r.on_disk]
         ended.sort(key=lambda r: r.closed_at or 0.0)
         for old in ended[:max(0, len(ended) - self.keep_ended)]:
             del self.records[old.name]
