@@ -5,7 +5,14 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from innet.bmv2.local import FREE_PORTS, _port_set, free_port, reserve_ports, wait_for_port
+from innet.bmv2.local import (
+    FREE_PORTS,
+    _port_set,
+    free_port,
+    port_holders,
+    reserve_ports,
+    wait_for_port,
+)
 
 
 def test_reserving_ports_merges_with_what_the_list_holds(tmp_path: Path) -> None:
@@ -35,3 +42,25 @@ def test_a_port_counts_as_open_only_when_something_listens_on_it() -> None:
         srv.bind(("127.0.0.1", port))
         srv.listen()
         assert wait_for_port(port, 5.0)
+
+
+def test_what_holds_a_port_is_named_with_its_state_and_process() -> None:
+    """A switch that cannot bind its port says who has it: a listener with its process, a
+    connection with its peer; a port nobody uses has no holder."""
+    import os
+    import socket
+
+    port = free_port()
+    assert port_holders(port) == []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                held = port_holders(port)
+                me = f"pid {os.getpid()} ("
+                assert any(h.startswith("LISTEN (peer port 0), " + me) for h in held), held
+                peer = client.getsockname()[1]
+                assert any(h.startswith(f"ESTABLISHED (peer port {peer}), {me}")
+                           for h in held), held

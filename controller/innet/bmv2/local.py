@@ -10,6 +10,7 @@ below only gets addresses and knows no convention.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import socket
 import subprocess
@@ -123,6 +124,40 @@ def free_port() -> int:
         _handed_out.add(port)
         return port
     raise RuntimeError(f"no free TCP port in {FREE_PORTS.start}..{FREE_PORTS.stop - 1}")
+
+
+TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+              "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
+              "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def port_holders(port: int, proc: Path = Path("/proc")) -> list[str]:
+    """Every TCP socket of this network namespace whose local port is `port`: its state, its
+    peer's port and the process that owns it (or none: a socket the kernel keeps after its
+    process closed it). What a switch's "Address already in use" needs to be traced to."""
+    sockets: dict[str, str] = {}
+    for table in ("net/tcp", "net/tcp6"):
+        try:
+            rows = (proc / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if len(f) > 9 and int(f[1].rsplit(":", 1)[1], 16) == port:
+                peer = int(f[2].rsplit(":", 1)[1], 16)
+                sockets[f[9]] = f"{TCP_STATES.get(f[3], f[3])} (peer port {peer})"
+    owners: dict[str, str] = {}
+    wanted = {f"socket:[{inode}]": inode for inode in sockets if inode != "0"}
+    for pid in (p for p in os.listdir(proc) if p.isdecimal()) if wanted else ():
+        try:
+            for fd in os.listdir(proc / pid / "fd"):
+                inode = wanted.get(os.readlink(proc / pid / "fd" / fd))
+                if inode is not None:
+                    comm = (proc / pid / "comm").read_text().strip()
+                    owners[inode] = f"pid {pid} ({comm})"
+        except OSError:  # gone, or not ours to read
+            continue
+    return [f"{what}, {owners.get(inode, 'no process')}" for inode, what in sockets.items()]
 
 
 def log_tail(path: Path, lines: int = 15) -> str:

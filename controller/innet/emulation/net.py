@@ -32,6 +32,7 @@ from innet.bmv2.local import (  # the convention lives with the BMv2 layer
     SwitchPorts,
     local_switch_ports,
     log_tail,
+    port_holders,
     reserve_ports,
     wait_for_port,
 )
@@ -134,8 +135,11 @@ def _bmv2_switch_class() -> type:
             self.proc = launcher.launch(options, self.log_dir / f"{self.name}.out")
             if not wait_for_port(self.addresses.grpc_port, 15.0, self.proc):
                 tail = log_tail(self.log_dir / f"{self.name}.out")
+                held = port_holders(self.addresses.grpc_port)
+                where = ("; the port is held by: " + "; ".join(held)) if held else ""
                 raise EmulationError(f"switch {self.name!r} did not open gRPC on "
-                                     f"{self.addresses.grpc_address}; its log ends:\n{tail}")
+                                     f"{self.addresses.grpc_address}{where}; its log "
+                                     f"ends:\n{tail}")
 
         def stop(self, deleteIntfs: bool = True) -> None:  # Mininet's signature
             launcher.stop(self.proc)
