@@ -71,6 +71,22 @@ def test_groups_are_written_read_back_and_changed_in_place(switch: list[BMv2Swit
     assert "mgrp(7)" in dump and "port 2" not in dump.split("mgrp(7)", 1)[1]
 
 
+def test_a_program_loaded_again_leaves_no_copy_of_the_groups_behind(
+        switch: list[BMv2Switch]) -> None:
+    """BMv2's P4Runtime server forgets the groups when a program is loaded, its replication
+    engine does not: written again after the load, every group would copy each packet once
+    per load. The client clears them before it loads a program."""
+    a = {"s1": switch[0].address}
+    group = MulticastGroup(7, (Replica(3), Replica(1)))
+    for cookie in (PIPE.cookie ^ 1, PIPE.cookie):
+        assert deploy(a, {"s1": ()}, PIPE, replication={"s1": (group,)}).ok
+        with SwitchClient(switch[0].address, PIPE.schema) as c:
+            c.set_pipeline(dataclasses.replace(PIPE, cookie=cookie))
+    assert deploy(a, {"s1": ()}, PIPE, replication={"s1": (group,)}).ok
+    dump = run_cli(switch[0].address, ["mc_dump"])
+    assert dump.count("mgrp(7)") == 1 and dump.count("(L1h=") == 1, dump
+
+
 def test_a_restarted_switch_gets_its_groups_back(switch: list[BMv2Switch],
                                                   tmp_path: Path) -> None:
     old = switch[0]
