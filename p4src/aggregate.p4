@@ -9,8 +9,9 @@
  *              job or an older chunk holds, drop stale and duplicate packets, answer a
  *              retransmission of a finished chunk with the stored sum (shadow copy), merge,
  *              emit when the expected bitmap is complete, OR the contributors' CE marks;
- *              drop a request (NACK) for a contribution the cell holds while it waits, and
- *              answer one for a complete cell with the stored sum, turned back up.
+ *              drop a request (NACK) for a contribution the cell holds while it waits,
+ *              answer one for a complete cell with the stored sum, turned back up, and
+ *              narrow one to the workers the cell lacks, copied below when several are.
  *   AggFirst   (egress) tells a chunk's first transmission on the port from everything else:
  *              a packet is first when it carries a contributor this switch has not sent yet
  *              for that chunk; agg_first and agg_repeat count the two per egress port, so the
@@ -201,35 +202,67 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
             }
         } else if ((hdr.agg.flags & AGG_FLAG_RESULT) != 0) {
             bit<32> index = (bit<32>)meta.agg_slot_base + (bit<32>)hdr.agg.slot;
-            bit<2> answer = 0;  /* 0: pass, 1: held (drop), 2: answer with the stored sum */
+            /* 0: pass, 1: held (drop), 2: answer with the stored sum, 3: copy below */
+            bit<2> answer = 0;
             bit<32> have = 0;
             bit<16> count = 0;
             bit<8> flags = 0;
+            bit<32> group = AGG_GROUP_PREFIX | (bit<32>)hdr.agg.job;
+            bit<1> copied = 0;  /* to the group address: a blue switch above copied it */
+            if (hdr.ipv4.dst_addr == group) {
+                copied = 1;
+            }
             if ((hdr.agg.flags & (AGG_FLAG_NACK | AGG_FLAG_ASK)) == AGG_FLAG_NACK
                     && meta.agg_blue == 1
                     && hdr.agg.slot < meta.agg_slots && index < AGG_SLOTS
-                    && hdr.agg.bitmap != 0 && (hdr.agg.bitmap & ~meta.agg_expected) == 0) {
-                /* the destination's request for contributions this switch holds: the
-                 * workers asked would only send duplicates. While the chunk waits on
-                 * another worker, drop it (that one gets its own request); when the cell
-                 * is complete its aggregate was lost above: answer the request of the
-                 * lowest contributor with the stored sum, and drop the others */
+                    && hdr.agg.bitmap != 0
+                    && (copied == 1 || (hdr.agg.bitmap & ~meta.agg_expected) == 0)) {
+                /* the destination's request for contributions of this switch's workers,
+                 * on its way to the lowest worker it names (or copied to every port below
+                 * by a blue switch above). The workers asked for what the cell holds would
+                 * only send duplicates: while the chunk waits on another worker, drop it
+                 * (that one is asked too). When the cell is complete its aggregate was lost
+                 * above: answer the request of the lowest contributor with the stored sum
+                 * and drop the others; a copy (which has no worker's address to answer
+                 * from) names the lowest contributor alone, whose copy the cell answers. A
+                 * request naming workers the cell lacks goes on naming only those: to the
+                 * worker it is addressed to when that one alone is lacking, else to the
+                 * job's group address, copied to every port below by the replication
+                 * engine (one request per blue switch, however many must send again) */
+                bit<32> asked = hdr.agg.bitmap & meta.agg_expected;
+                bit<32> lowest = asked & (~asked + 1);
                 bit<32> owner;
                 bit<32> chunk;
                 agg_owner.read(owner, index);
                 agg_chunk.read(chunk, index);
                 agg_bitmap.read(have, index);
-                if (owner == ((bit<32>)hdr.agg.job | AGG_OWNED) && chunk == hdr.agg.chunk
-                        && (have & hdr.agg.bitmap) == hdr.agg.bitmap) {
-                    answer = 1;
-                    if (have == meta.agg_expected && (hdr.agg.bitmap & (~hdr.agg.bitmap + 1))
-                            == (have & (~have + 1))) {
-                        answer = 2;
+                if (owner != ((bit<32>)hdr.agg.job | AGG_OWNED) || chunk != hdr.agg.chunk) {
+                    have = 0;  /* nothing of this chunk came here yet */
+                }
+                bit<32> lacking = asked & ~have;
+                if (asked == 0) {
+                    answer = 1;  /* a copy for the workers below other switches */
+                } else if (lacking != 0) {
+                    hdr.agg.bitmap = lacking;
+                    if (copied == 1 || lacking != lowest) {
+                        hdr.ipv4.dst_addr = group;
+                        answer = 3;
                     }
+                } else if (have != meta.agg_expected) {
+                    answer = 1;
+                } else if (copied == 1) {
+                    hdr.agg.bitmap = lowest;
+                    answer = 3;
+                } else if (lowest == (have & (~have + 1))) {
+                    answer = 2;
+                } else {
+                    answer = 1;
                 }
             }
             if (answer == 1) {
                 drop_as(AGG_EV_NACK_HELD);
+            } else if (answer == 3) {
+                agg_events.count(AGG_EV_NACK_SPREAD);
             } else if (answer == 2) {
                 agg_count.read(count, index);
                 agg_flags.read(flags, index);

@@ -53,7 +53,13 @@
 #define AGG_EV_RESULT 8     /* a destination's result passed through */
 #define AGG_EV_NACK_HELD 9  /* a request for a contribution the cell holds, chunk not
                                finished: dropped (another worker's request repairs it) */
+#define AGG_EV_NACK_SPREAD 10 /* a request naming several workers the cell lacks: sent
+                                to the job's group address, named only those */
 #define AGG_EVENTS 16
+
+/* a job's group address, where its RESULTs go: 239.1.(job >> 8).(job & 255) (RFC 2365's
+ * administratively scoped block; controller/innet/aggpacket.py result_group_ip) */
+#define AGG_GROUP_PREFIX 0xEF010000
 
 #define PORT_COUNTERS 512
 

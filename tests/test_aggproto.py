@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -83,9 +83,8 @@ class Net:
 
 
 def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, seed: int,
-             stall: tuple[int, float, float] | None) -> tuple[list[Worker], Destination,
-                                                                dict[int, SwitchModel],
-                                                                list[list[int]]]:
+             stall: tuple[int, float, float] | None, grouped: bool = False
+             ) -> tuple[list[Worker], Destination, dict[int, SwitchModel], list[list[int]]]:
     rng = random.Random(seed)
     n = len(topo.attach)
     slots = 2 * window
@@ -104,7 +103,7 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
                       max_rto=1.0, reorder_s=0.05) for i in range(n)]
     # reorder_s above the network's reordering (at most 4 ms of jitter a hop, 7 hops): in a
     # clean network no NACK is ever sent
-    dest = Destination(JOB, n, n_chunks, first, slots, reorder_s=0.05)
+    dest = Destination(JOB, n, n_chunks, first, slots, reorder_s=0.05, group_requests=grouped)
     net = Net(topo, rng, loss, dup, late=0.5, switches=switches)
     now = 0.0
     poll_at: dict[int, float] = {}
@@ -128,6 +127,16 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
     def send_down(answers: list[tuple[int, ap.AggPacket]]) -> None:
         for wi, res in answers:
             net.hop(now, ("down", wi, topo.path_up(topo.attach[wi])[::-1], 0, res))
+
+    def copy_below(s: int, pkt: ap.AggPacket) -> None:
+        """Switch s's multicast group for the job: every switch below on the job's tree and
+        every worker attached."""
+        for c, p in topo.parent.items():
+            if p == s and topo.subtree_workers(c):
+                net.hop(now, ("copy", c, pkt))
+        for wi, a in enumerate(topo.attach):
+            if a == s:
+                net.hop(now, ("down", wi, (), 0, pkt))
 
     for w in workers:
         schedule(w.index, 0.0)
@@ -160,6 +169,13 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
         elif kind == "dest":
             send_down(dest.receive(ev[1], now=now))  # type: ignore[arg-type]
             schedule_dest()
+        elif kind == "copy":  # a request a blue switch above copied below
+            out = switches[ev[1]].process(ev[2], to_group=True)  # type: ignore[index, arg-type]
+            if out.packet is None:
+                assert out.event == "nack_held"
+                continue
+            assert out.packet.nack and out.packet.bitmap & ~ev[2].bitmap == 0  # type: ignore[attr-defined]
+            copy_below(ev[1], out.packet)  # type: ignore[arg-type]
         elif kind == "dpoll":
             if dest_poll and dest_poll[-1] == ev[1]:
                 dest_poll.clear()
@@ -177,8 +193,15 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
                     p = topo.parent[path[k]]  # type: ignore[index]
                     net.hop(now, ("up", p, out.packet) if p != -1 else ("dest", out.packet))
                     continue
-                assert out.packet == pkt  # results pass every switch unchanged
-                net.hop(now, ("down", wi, path, k + 1, pkt))  # type: ignore[operator]
+                if out.event == "nack_spread":  # to the job's group address: copied below
+                    assert out.packet.bitmap & ~pkt.bitmap == 0  # type: ignore[attr-defined]
+                    copy_below(path[k], out.packet)  # type: ignore[arg-type]
+                    continue
+                # results pass every switch unchanged; a request may be narrowed to the
+                # workers a blue switch's cell lacks
+                assert out.packet == pkt or (pkt.nack  # type: ignore[attr-defined]
+                                             and out.packet.bitmap & ~pkt.bitmap == 0)
+                net.hop(now, ("down", wi, path, k + 1, out.packet))  # type: ignore[operator]
             else:
                 w = workers[wi]  # type: ignore[call-overload]
                 w.receive(pkt, now)  # type: ignore[arg-type]
@@ -203,12 +226,13 @@ def topologies(draw: st.DrawFn) -> Topo:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topo=topologies(), n_chunks=st.integers(1, 24), window=st.integers(1, 4),
        loss=st.sampled_from([0.0, 0.05, 0.2, 0.4]), dup=st.sampled_from([0.0, 0.1, 0.4]),
-       seed=st.integers(0, 2**20), stall=st.booleans())
+       seed=st.integers(0, 2**20), stall=st.booleans(), grouped=st.booleans())
 def test_every_chunk_completes_with_the_exact_sum_counted_once(
         topo: Topo, n_chunks: int, window: int, loss: float, dup: float, seed: int,
-        stall: bool) -> None:
+        stall: bool, grouped: bool) -> None:
     stalled = (0, 0.01, 0.5) if stall else None
-    workers, dest, switches, exact = simulate(topo, n_chunks, window, loss, dup, seed, stalled)
+    workers, dest, switches, exact = simulate(topo, n_chunks, window, loss, dup, seed, stalled,
+                                              grouped)
     n = len(topo.attach)
     full = (1 << n) - 1
     for c in range(n_chunks):
@@ -279,21 +303,75 @@ def test_a_blue_switch_drops_a_request_for_a_contribution_it_holds() -> None:
     """A chunk waits on worker 1 (its packet was lost below): the destination asks workers 0
     and 1, each alone. The cell holds worker 0's contribution, so its request stops here
     (worker 0 would only send a duplicate); worker 1's goes on. For another chunk, a job the
-    switch is red for, or a request naming both, requests pass, as results do (a complete
-    cell: the next test)."""
+    switch is red for, requests pass, as results do (a complete cell: the next test)."""
     sw = _entry()
     assert sw.process(ap.contribution(1, 5, 0, [1] * 32, 4)).event == "held"
     ask0, ask1 = ap.nack_packet(1, 5, 0b01, 4), ap.nack_packet(1, 5, 0b10, 4)
     assert ask0.slot == 1
     assert (sw.process(ask0).event, sw.process(ask0).packet) == ("nack_held", None)
     assert sw.process(ask1) == Out("result", ask1, False)
-    both = ap.nack_packet(1, 5, 0b11, 4)
-    assert sw.process(both).packet == both
     assert sw.process(ap.nack_packet(1, 1, 0b01, 4)).packet is not None  # chunk 1's cell
     red = SwitchModel({1: JobEntry(0b11, 4, 4, blue=False)})
     red.process(ap.contribution(1, 5, 0, [1] * 32, 4))
     assert red.process(ask0).packet == ask0
     assert sw.events["nack_held"] == 2
+
+
+def test_a_request_for_a_blue_switchs_workers_goes_on_naming_only_those_its_cell_lacks(
+        ) -> None:
+    """The destination asks once for all of a blue switch's workers, addressed to the lowest.
+    The cell lacks the addressee alone: the request goes on to it, naming it alone. It lacks
+    another worker: the request names that one and goes to the group address, which the
+    switch copies to every port below (nack_spread). It lacks them all (nothing of the chunk
+    came): all stay named, copied below."""
+    sw = SwitchModel({1: JobEntry(0b111, 4, 4)})
+    sw.process(ap.contribution(1, 5, 1, [1] * 32, 4))
+    sw.process(ap.contribution(1, 5, 2, [1] * 32, 4))
+    group = ap.nack_packet(1, 5, 0b111, 4)
+    assert sw.process(group) == Out("result", replace(group, bitmap=0b001), False)
+    sw.process(ap.contribution(1, 6, 0, [1] * 32, 4))
+    sw.process(ap.contribution(1, 6, 2, [1] * 32, 4))
+    group6 = ap.nack_packet(1, 6, 0b111, 4)
+    assert sw.process(group6) == Out("nack_spread", replace(group6, bitmap=0b010), False)
+    group7 = ap.nack_packet(1, 7, 0b111, 4)
+    assert sw.process(group7) == Out("nack_spread", group7, False)
+    assert sw.events["nack_spread"] == 2 and sw.events["result"] == 1
+
+
+def test_a_request_copied_from_a_blue_switch_above_is_narrowed_again_below() -> None:
+    """A blue switch above copied the request to its group address, naming workers 0-3;
+    this one waits for workers 1 and 2. Of the named, it keeps those its cell lacks and
+    copies the request below; it drops a copy naming none of its workers, or only workers it
+    holds while it waits. Its cell complete (its aggregate was lost above): the copy goes on
+    naming its lowest worker alone, whose copy the cell answers with the stored sum (a copy
+    has no worker's address to turn back from)."""
+    sw = SwitchModel({1: JobEntry(0b0110, 4, 4)})
+    sw.process(ap.contribution(1, 5, 1, [1] * 32, 4))
+    copy = ap.nack_packet(1, 5, 0b1111, 4)
+    assert sw.process(copy, to_group=True) == Out("nack_spread", replace(copy, bitmap=0b0100),
+                                                  False)
+    assert sw.process(ap.nack_packet(1, 5, 0b1001, 4), to_group=True).event == "nack_held"
+    assert sw.process(ap.nack_packet(1, 5, 0b0010, 4), to_group=True).event == "nack_held"
+    sw.process(ap.contribution(1, 5, 2, [1] * 32, 4))
+    assert sw.process(copy, to_group=True) == Out("nack_spread", replace(copy, bitmap=0b0010),
+                                                  False)
+    assert sw.process(ap.contribution(1, 5, 1, [1] * 32, 4)).event == "resent"
+
+
+def test_the_destination_asks_once_per_blue_switch_it_learnt_from_the_aggregates() -> None:
+    """Workers 0-2 are below one blue switch (its aggregates name all three), worker 3 is
+    not. Chunk 0 lacks everything: with group requests, one request names 0-2 (addressed to
+    worker 0) and one names worker 3; without, each worker is asked alone."""
+    def asked(grouped: bool) -> list[tuple[int, int]]:
+        d = Destination(JOB, 4, 3, reorder_s=0.0, group_requests=grouped)
+        merged = replace(ap.contribution(JOB, 1, 0, [1] * 32, 8), bitmap=0b0111, count=3,
+                         flags=ap.FLAG_MERGED)
+        d.receive(merged, now=0.0)
+        d.receive(ap.contribution(JOB, 1, 3, [1] * 32, 8), now=0.0)
+        return [(w, pkt.bitmap) for w, pkt in d.poll(1.0)]
+
+    assert asked(True) == [(0, 0b0111), (3, 0b1000)]
+    assert asked(False) == [(0, 0b0001), (1, 0b0010), (2, 0b0100), (3, 0b1000)]
 
 
 def test_a_complete_cell_answers_the_destinations_request_with_its_stored_sum() -> None:

@@ -119,6 +119,7 @@ class Run:
     packet of LOST_CHUNK to lose there (its first crossing)."""
 
     drop: tuple[str, str, str] | None
+    group_requests: bool = True
     sent: Counter[str] = field(default_factory=Counter)
     dropped: int = 0
     _heap: list[tuple[float, int, Event]] = field(default_factory=list)
@@ -150,7 +151,8 @@ class Run:
         # what later packets reveal, never by a timer firing early
         workers = [Worker(JOB, w, vectors[w], WINDOW, slots, rto=0.5, min_rto=0.5,
                           max_rto=2.0) for w in ATTACH]
-        dest = Destination(JOB, len(ATTACH), CHUNKS, slots=slots)
+        dest = Destination(JOB, len(ATTACH), CHUNKS, slots=slots,
+                           group_requests=self.group_requests)
         polls: dict[int, float] = {}   # one pending poll per worker: the earliest
         dest_polls: set[float] = set()
 
@@ -164,6 +166,13 @@ class Run:
             if t is not None and t not in dest_polls:
                 dest_polls.add(t)
                 self._at(max(t, now), PollDest(t))
+
+        def copy_below(now: float, s: str, pkt: ap.AggPacket) -> None:
+            """Switch s's multicast group for the job: one copy on every link below."""
+            for child in sorted(c for c, p in PARENT.items() if p == s):
+                self.link(now, s, child, pkt, True, Copy(child, pkt))
+            for w in sorted(w for w, a in ATTACH.items() if a == s):
+                self.link(now, s, f"w{w}", pkt, True, Deliver(w, pkt))
 
         def send_down(now: float, answers: list[tuple[int, ap.AggPacket]],
                       multicast: bool) -> None:
@@ -207,11 +216,9 @@ class Run:
                     send_down(now, dest.poll(now), multicast=False)
                     poll_dest(now)
                 case Copy(s, pkt):
-                    assert switches[s].process(pkt).packet == pkt
-                    for child in sorted(c for c, p in PARENT.items() if p == s):
-                        self.link(now, s, child, pkt, True, Copy(child, pkt))
-                    for w in sorted(w for w, a in ATTACH.items() if a == s):
-                        self.link(now, s, f"w{w}", pkt, True, Deliver(w, pkt))
+                    out = switches[s].process(pkt, to_group=True)
+                    if out.packet is not None:  # a copied request may stop at a blue switch
+                        copy_below(now, s, out.packet)
                 case Down(w, path, k, pkt):
                     out = switches[path[k]].process(pkt)
                     if out.packet is None:  # a request for a contribution a blue switch holds
@@ -222,6 +229,10 @@ class Run:
                         self.link(now, s, PARENT[s], out.packet, False,
                                   Arrive(PARENT[s], out.packet))
                         continue
+                    if out.event == "nack_spread":  # to the group address: copied below
+                        copy_below(now, path[k], out.packet)
+                        continue
+                    pkt = out.packet  # a blue switch may have narrowed what it asks for
                     if k + 1 < len(path):
                         self.link(now, path[k], path[k + 1], pkt, True, Down(w, path, k + 1, pkt))
                     else:
@@ -237,11 +248,11 @@ class Run:
             assert all(tuple(w.results[c].values) == exact for w in workers)
 
 
-def repair_cost(drop: tuple[str, str, str]) -> dict[str, int]:
+def repair_cost(drop: tuple[str, str, str], group_requests: bool = True) -> dict[str, int]:
     """Packets sent onto links with the one loss, less without it, by kind."""
-    clean = Run(None)
+    clean = Run(None, group_requests)
     clean.go()
-    lossy = Run(drop)
+    lossy = Run(drop, group_requests)
     lossy.go()
     diff = Counter(lossy.sent)
     diff.subtract(clean.sent)
@@ -250,17 +261,21 @@ def repair_cost(drop: tuple[str, str, str]) -> dict[str, int]:
 
 # The table of docs/aggregation-protocol.md, worked out by hand: the packets the loss adds
 # (the lost packet was sent in both runs; what it would have carried further is not sent, so a
-# kind can go negative). Hops: w0/w1 - s1 - s0 - d, w2 - s0 - d.
+# kind can go negative). Hops: w0/w1 - s1 - s0 - d, w2 - s0 - d. d asks once per blue switch:
+# the earlier chunks' aggregates showed it that w0 and w1 are below one (s1).
 TABLE: dict[tuple[str, str, str], dict[str, int]] = {
-    # d asks w0 (3 hops) and w1 (2: s1 holds w1's contribution and drops that request); w0
-    # sends again (1); s1's aggregate then goes up as it would have
-    ("w0", "s1", "contribution"): {"request from d": 5, "contribution": 1},
-    # d asks w0 and w1 (2 + 2 to s1, whose cell is complete: the loss was its aggregate's);
-    # s1 answers w0's request, its lowest contributor's, with its stored sum, sent back up
-    # (2) in place of the lost aggregate's one remaining hop, and drops w1's
-    ("s1", "s0", "aggregate"): {"request from d": 4, "aggregate": -1, "re-emitted sum": 2},
+    # d asks w0 and w1 in one request, addressed to w0 (2 hops to s1); s1 holds w1's
+    # contribution and lacks w0's, the addressee's: the request goes on to w0 naming it alone
+    # (1); w0 sends again (1); s1's aggregate then goes up as it would have
+    ("w0", "s1", "contribution"): {"request from d": 3, "contribution": 1},
+    # the same request; s1 lacks w1's, not the addressee's: it names w1 alone and goes to
+    # the job's group address, copied to w0 (which is not named: ignores it) and w1 (2)
+    ("w1", "s1", "contribution"): {"request from d": 4, "contribution": 1},
+    # one request to s1 (2), whose cell is complete: the loss was its aggregate's; s1 answers
+    # with its stored sum, sent back up (2) in place of the lost aggregate's remaining hop
+    ("s1", "s0", "aggregate"): {"request from d": 2, "aggregate": -1, "re-emitted sum": 2},
     # the same repair; the lost aggregate had crossed both links
-    ("s0", "d", "aggregate"): {"request from d": 4, "re-emitted sum": 2},
+    ("s0", "d", "aggregate"): {"request from d": 2, "re-emitted sum": 2},
     # d asks w2 (2), w2 sends again (2) in place of the lost one's remaining hop (1)
     ("w2", "s0", "contribution"): {"request from d": 2, "contribution": 1},
     # the result lost before its first copy (4 links not crossed): the next result shows each
@@ -272,10 +287,29 @@ TABLE: dict[tuple[str, str, str], dict[str, int]] = {
     ("s1", "w0", "result"): {"request for a result": 3, "result": 3},
 }
 
+# Without the switches' multicast groups (results unicast), d asks each missing worker
+# apart; where that differs from the table above:
+PER_WORKER: dict[tuple[str, str, str], dict[str, int]] = {
+    **TABLE,
+    # d asks w0 (3 hops) and w1 (2: s1 holds w1's contribution and drops that request)
+    ("w0", "s1", "contribution"): {"request from d": 5, "contribution": 1},
+    # d asks w0 (2: dropped at s1) and w1 (3)
+    ("w1", "s1", "contribution"): {"request from d": 5, "contribution": 1},
+    # d asks w0 and w1 (2 + 2 to s1); s1 answers w0's, its lowest contributor's, and drops w1's
+    ("s1", "s0", "aggregate"): {"request from d": 4, "aggregate": -1, "re-emitted sum": 2},
+    ("s0", "d", "aggregate"): {"request from d": 4, "re-emitted sum": 2},
+}
+
 
 @pytest.mark.parametrize("place", list(TABLE), ids=lambda p: f"{p[2]} {p[0]}->{p[1]}")
 def test_one_lost_packet_costs_what_the_table_says(place: tuple[str, str, str]) -> None:
     assert repair_cost(place) == TABLE[place]
+
+
+@pytest.mark.parametrize("place", list(PER_WORKER), ids=lambda p: f"{p[2]} {p[0]}->{p[1]}")
+def test_one_lost_packet_costs_what_the_table_says_when_d_asks_each_worker(
+        place: tuple[str, str, str]) -> None:
+    assert repair_cost(place, group_requests=False) == PER_WORKER[place]
 
 
 def test_the_lossless_stream_sends_one_message_per_link_per_chunk() -> None:

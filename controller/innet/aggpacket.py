@@ -58,7 +58,7 @@ BEHIND_UNKNOWN = 0xFFFF
 
 # Indices of the switch counter `agg_events` (p4src/headers.p4 AGG_EV_*), and their names.
 EVENT_NAMES = ("held", "emitted", "duplicate", "stale", "malformed", "resent", "overflow",
-               "fault_drop", "result", "nack_held")
+               "fault_drop", "result", "nack_held", "nack_spread")
 EVENTS = len(EVENT_NAMES)
 
 _HEADER = struct.Struct("!HHIIHBB")

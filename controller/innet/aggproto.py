@@ -41,7 +41,8 @@ from innet.aggpacket import (
 _MASK32 = 0xFFFFFFFF
 _OWNED = 0x10000   # owner register: job | _OWNED, so 0 means "never used"
 _CELL_CE = 0x80    # cell flag: some contribution arrived CE-marked (never on the wire)
-_PASS, _HELD, _TURN = 0, 1, 2  # a request at a blue switch: forward, drop, answer (turn back)
+# a request at a blue switch: forward, drop, answer (turn back), copy to every port below
+_PASS, _HELD, _TURN, _SPREAD = 0, 1, 2, 3
 
 ZERO = (0,) * VECTOR_LEN
 _MAX_BACKOFF_STEPS = 64  # backoff ** 64 is past any ceiling (1.5 ** 64 = 1.8e11)
@@ -127,16 +128,20 @@ class SwitchModel:
         self.events[event] += 1
         return Out(event, pkt, ce)
 
-    def process(self, pkt: AggPacket, ce: bool = False) -> Out:
+    def process(self, pkt: AggPacket, ce: bool = False, to_group: bool = False) -> Out:
         """One aggregation packet in, what leaves (aggregate.p4's apply block, then AggFirst
-        in egress)."""
+        in egress). `to_group`: the packet is addressed to the job's group address (a RESULT,
+        or a request a blue switch above copied below), not to one host."""
         entry = self.entries.get(pkt.job)
         if pkt.flags & FLAG_RESULT:
-            answer = self._request(pkt, entry) if entry is not None else _PASS
+            answer, ask = (self._request(pkt, entry, to_group) if entry is not None
+                           else (_PASS, pkt))
             if answer == _HELD:
                 return self._count("nack_held", None, ce)
             if answer == _PASS:
-                return self._count("result", pkt, ce)
+                return self._count("result", ask, ce)
+            if answer == _SPREAD:
+                return self._count("nack_spread", ask, ce)
             assert entry is not None
             return self._turn_back(pkt, entry.base + pkt.slot)
         if entry is None:  # not on this job's tree: plain forwarding
@@ -154,24 +159,40 @@ class SwitchModel:
         return (pkt.slot < entry.slots and entry.base + pkt.slot < self.pool
                 and pkt.bitmap != 0 and not pkt.bitmap & ~entry.expected)
 
-    def _request(self, pkt: AggPacket, entry: JobEntry) -> int:
-        """What a blue switch does with the destination's request (NACK) for a contributor
-        whose chunk its cell holds: the workers asked would only send duplicates here. While
-        the chunk waits on another worker, drop it (_HELD): that worker gets its own request.
-        When the cell is complete, its aggregate was lost above: answer the request of the
-        lowest contributor (a request naming several: if it names that one) with the stored
-        sum, back up (_TURN), and drop the others (one packet repairs the loss, whichever of
-        the requests arrives). Anything else passes."""
-        if pkt.ask or not pkt.nack or not entry.blue or not self._addressed(pkt, entry):
-            return _PASS
+    def _request(self, pkt: AggPacket, entry: JobEntry, to_group: bool
+                 ) -> tuple[int, AggPacket]:
+        """What a blue switch does with the destination's request (NACK) for contributions
+        of its workers, on its way to the lowest worker it names (or copied to every port
+        below by a blue switch above: `to_group`). The workers asked for what the cell holds
+        would only send duplicates: while the chunk waits on another worker, drop it
+        (_HELD): that one is asked too. When the cell is complete, its aggregate was lost
+        above: answer the request of the lowest contributor with the stored sum, back up
+        (_TURN), and drop the others (one packet repairs the loss, whichever of the requests
+        arrives); a copy, which has no worker's address to answer from, goes on naming the
+        lowest contributor alone (_SPREAD), whose copy the cell answers (shadow copy). A
+        request naming workers the cell lacks goes on naming only those: to its addressee
+        when that one alone is lacking (_PASS), else to the job's group address, copied to
+        every port below (_SPREAD), so that d asks once per blue switch. Anything else
+        passes as it came."""
+        if (pkt.ask or not pkt.nack or not entry.blue or pkt.slot >= entry.slots
+                or entry.base + pkt.slot >= self.pool or not pkt.bitmap
+                or (not to_group and pkt.bitmap & ~entry.expected)):
+            return _PASS, pkt
+        asked = pkt.bitmap & entry.expected
+        lowest = asked & -asked
         cell = self.cells[entry.base + pkt.slot]
-        if (cell.owner != pkt.job | _OWNED or cell.chunk != pkt.chunk
-                or cell.bitmap & pkt.bitmap != pkt.bitmap):
-            return _PASS
-        if (cell.bitmap == entry.expected
-                and pkt.bitmap & -pkt.bitmap == cell.bitmap & -cell.bitmap):
-            return _TURN
-        return _HELD
+        have = cell.bitmap if cell.owner == pkt.job | _OWNED and cell.chunk == pkt.chunk else 0
+        lacking = asked & ~have
+        if not asked:
+            return _HELD, pkt  # a copy for the workers below other switches
+        if lacking:
+            narrowed = replace(pkt, bitmap=lacking)
+            return (_SPREAD if to_group or lacking != lowest else _PASS), narrowed
+        if have != entry.expected:
+            return _HELD, pkt
+        if to_group:
+            return _SPREAD, replace(pkt, bitmap=lowest)
+        return (_TURN if lowest == have & -have else _HELD), pkt
 
     def _turn_back(self, pkt: AggPacket, index: int) -> Out:
         """The request, answered: the cell's stored sum, on its way back up to the
@@ -227,6 +248,11 @@ class SwitchModel:
         out = replace(pkt, bitmap=cell.bitmap, count=cell.count, values=sums,
                       flags=pkt.flags | FLAG_MERGED | (cell.flags & FLAG_OVERFLOW))
         return self._count("emitted", out, bool(cell.flags & _CELL_CE))
+
+
+def _lowest(bitmap: int) -> int:
+    """The index of the lowest bit set (-1 for none)."""
+    return (bitmap & -bitmap).bit_length() - 1
 
 
 def _stored_sum(pkt: AggPacket, cell: Cell, flags: int) -> AggPacket:
@@ -546,7 +572,11 @@ class Destination:
     nack_rto: float = 0.05
     nack_floor_s: float = 0.005
     nack_ceiling_s: float = 1.0
-    nacks: int = 0              # NACK packets sent (one per worker asked)
+    # ask once per group: a request naming every missing worker below one blue switch,
+    # which that switch narrows to the workers its cell lacks and, when several, copies
+    # below through the job's group address (so only with the switches' multicast groups)
+    group_requests: bool = False
+    nacks: int = 0              # NACK packets sent (one per worker asked, or per group)
     requests: int = 0           # workers' requests for a RESULT they lost, answered
     _answered: dict[tuple[int, int], float] = field(default_factory=dict)
     _low: int = 0               # the oldest chunk not complete
@@ -555,6 +585,7 @@ class Destination:
     _asked_bits: dict[int, int] = field(default_factory=dict)  # chunk -> bits asked for
     _asked_at: dict[int, float] = field(default_factory=dict)
     _asks: dict[int, int] = field(default_factory=dict)
+    _groups: dict[int, int] = field(default_factory=dict)  # worker -> its blue switch's bits
     _srtt: float | None = None
     _rttvar: float = 0.0
 
@@ -581,6 +612,8 @@ class Destination:
             return self._answer(pkt, st, pkt.bitmap)
         if pkt.flags & FLAG_RESULT:
             return []
+        if pkt.merged and self._groups.get(_lowest(pkt.bitmap)) != pkt.bitmap:
+            self._learn_group(pkt.bitmap)
         if now is not None and self.nack:
             self._reveal(i, pkt.bitmap, now)
             self._answered_request(i, pkt.bitmap, now)
@@ -610,6 +643,16 @@ class Destination:
         if now is not None:
             self._completed(i, now)
         return self._answer(pkt, st, self.full)
+
+    def _learn_group(self, bitmap: int) -> None:
+        """An aggregate came with `bitmap`: those workers are below one blue switch, the
+        highest on their path (its aggregates are all that reach d of them). A larger group
+        seen later (a blue switch above, in another stream of the job) replaces a smaller."""
+        if bitmap & (bitmap - 1) == 0:
+            return
+        for w in range(bitmap.bit_length()):
+            if bitmap >> w & 1 and self._groups.get(w, 0) & ~bitmap == 0:
+                self._groups[w] = bitmap
 
     def _completed(self, i: int, now: float) -> None:
         self._due.pop(i, None)
@@ -662,12 +705,24 @@ class Destination:
             self._asked_at[c] = now
             grown = self.nack_rto * 1.5 ** min(asks - 1, _MAX_BACKOFF_STEPS)
             self._due[c] = now + min(self.nack_ceiling_s, grown)
-            # one request per worker naming it alone: a blue switch that holds that worker's
-            # contribution drops its request (the loss was a sibling's), so only the worker
-            # whose packet was lost sends again
-            out += [(w, nack_packet(self.job, self.first_chunk + c, 1 << w, self.slots))
-                    for w in range(self.workers) if missing >> w & 1]
+            out += self._requests(c, missing)
         self.nacks += len(out)
+        return out
+
+    def _requests(self, c: int, missing: int) -> list[tuple[int, AggPacket]]:
+        """The requests for chunk c's `missing` workers, each addressed to the lowest worker
+        it names. One per worker naming it alone: a blue switch that holds that worker's
+        contribution drops its request (the loss was a sibling's), so only the worker whose
+        packet was lost sends again. With `group_requests`, one per blue switch (learnt from
+        its aggregates) naming its missing workers: the switch narrows it to those its cell
+        lacks, or answers it with its stored sum when its aggregate was lost above it."""
+        out: list[tuple[int, AggPacket]] = []
+        rest = missing
+        while rest:
+            w = _lowest(rest)
+            bits = (self._groups.get(w, 0) if self.group_requests else 0) & rest or 1 << w
+            out.append((w, nack_packet(self.job, self.first_chunk + c, bits, self.slots)))
+            rest &= ~bits
         return out
 
     def next_deadline(self) -> float | None:

@@ -53,6 +53,7 @@ DROPS = [ap.EVENT_NAMES.index(n) for n in ("held", "duplicate", "stale", "malfor
                                           "fault_drop", "nack_held")]
 LINKS = (("s1", 2, "s2", 1), ("s1", 3, "s3", 1))  # switch, port, switch, port
 H0_PORT = EDGE["h0"][1]
+SPREAD = ap.EVENT_NAMES.index("nack_spread")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ class Tree:
     netns: dict[str, str]
     rx: socket.socket
     held: it.Held | None = None
+    # per switch, the copies its multicast group makes of a request it spreads (one job)
+    fanout: dict[str, int] = dataclasses.field(default_factory=dict)
     sent: int = 0   # packets the hosts sent into the switches since the counters were zeroed
     taken: int = 0  # packets read from h0's socket since then
 
@@ -102,7 +105,8 @@ class Tree:
         while True:
             c = self._counts()
             arrived = sum(c[s]["port_in"].get(p, 0) for s, p in EDGE.values())
-            inside = all(sum(c[s]["port_in"].values()) == sum(c[s]["port_out"].values())
+            inside = all(sum(c[s]["port_in"].values()) + self._copies(s, c[s])
+                         == sum(c[s]["port_out"].values())
                          + sum(c[s]["agg_events"].get(e, 0) for e in DROPS) for s in c)
             links = all(c[a]["port_out"].get(pa, 0) == c[b]["port_in"].get(pb, 0)
                         and c[b]["port_out"].get(pb, 0) == c[a]["port_in"].get(pa, 0)
@@ -112,6 +116,10 @@ class Tree:
             assert time.monotonic() < deadline, f"the switches did not settle: {c}"
             time.sleep(0.01)
 
+    def _copies(self, switch: str, counts: dict[str, dict[int, int]]) -> int:
+        """Packets the switch sent beyond one per packet in: a request copied below."""
+        return counts["agg_events"].get(SPREAD, 0) * (self.fanout.get(switch, 1) - 1)
+
     def deploy(self, jobs: Sequence[Job], drop: float = 0.0) -> it.NetworkIntent:
         plans = []
         for j in jobs:
@@ -119,8 +127,12 @@ class Tree:
                                        "slots": j.slots}, self.topo)
             plans.append(it.plan_job(self.topo, w, blue=list(j.blue)))
         intent = it.network_intent(self.topo, plans, held=self.held, drop_probability=drop)
-        deploy(self.addresses, intent.entries(), PIPE, sideband=run_cli)
+        replication = intent.replication()
+        deploy(self.addresses, intent.entries(), PIPE, sideband=run_cli,
+               replication=replication)
         self.held = it.held_slots(intent.entries())
+        self.fanout = {s: max((len(g.replicas) for g in groups), default=1)
+                       for s, groups in replication.items()}
         return intent
 
     def set_drop(self, switch: str, share: float) -> None:
@@ -280,28 +292,46 @@ def test_a_result_passes_every_switch_untouched(tree: Tree) -> None:
 
 @contextlib.contextmanager
 def listening(tree: Tree, hosts: Sequence[str]) -> Iterator[Listeners]:
-    """Aggregation sockets on `hosts`, to read what the switches send down to them."""
+    """What the switches send down to `hosts`, read off each host's interface (a packet
+    socket), so that copies to a job's group address are read too without joining the group
+    (a join would send IGMP reports into the switches, which the tests count). An
+    aggregation socket on each host takes the unicast ones, as a worker would."""
     socks: dict[str, socket.socket] = {}
+    frames: dict[str, socket.socket] = {}
     try:
         for h in hosts:
             with in_netns(tree.netns[h]):
                 socks[h] = ap.receiver_socket()
-        yield Listeners(tree, socks, dict.fromkeys(hosts, 0))
+                frames[h] = socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
+                                          socket.htons(ETH_P_IP))
+                frames[h].bind(("eth0", ETH_P_IP))
+        yield Listeners(tree, frames, dict.fromkeys(hosts, 0))
     finally:
-        for sock in socks.values():
+        for sock in (*socks.values(), *frames.values()):
             sock.close()
+
+
+ETH_P_IP = 0x0800
+
+
+def aggregation_payload(frame: bytes) -> ap.AggPacket:
+    """The aggregation packet in an Ethernet frame (IPv4, UDP)."""
+    ihl = (frame[14] & 0x0F) * 4
+    return ap.decode(frame[14 + ihl + 8:])
 
 
 @dataclass
 class Listeners:
     tree: Tree
-    socks: dict[str, socket.socket]
+    frames: dict[str, socket.socket]
     taken: dict[str, int]
 
-    def ask(self, job: Job, chunk: int, worker: str) -> None:
-        """The destination's request (NACK) for `worker`'s contribution to `chunk`, from h0."""
-        bit = 1 << job.workers.index(worker)
-        self.send_down(worker, ap.nack_packet(job.job, chunk, bit, job.slots))
+    def ask(self, job: Job, chunk: int, *workers: str) -> None:
+        """The destination's request (NACK) for the contributions of `workers` to `chunk`,
+        from h0, addressed to the first of them (the lowest: as the destination sends it)."""
+        bits = sum(1 << job.workers.index(w) for w in workers)
+        assert job.workers.index(workers[0]) == min(job.workers.index(w) for w in workers)
+        self.send_down(workers[0], ap.nack_packet(job.job, chunk, bits, job.slots))
 
     def send_down(self, worker: str, pkt: ap.AggPacket) -> None:
         """`pkt` from h0 to `worker`, as the destination sends its requests."""
@@ -313,14 +343,16 @@ class Listeners:
         the packets its switch sent it (counted), however slow the kernel is."""
         c = self.tree.settle()
         got: dict[str, list[ap.AggPacket]] = {}
-        for h, sock in self.socks.items():
+        for h, sock in self.frames.items():
             s_, p_ = EDGE[h]
             want = c[s_]["port_out"].get(p_, 0) - self.taken[h]
             self.taken[h] += want
             got[h] = []
-            for _ in range(want):
+            while len(got[h]) < want:
                 assert select.select([sock], [], [], SETTLE_S)[0], f"{h}: counted, not read"
-                got[h].append(ap.decode(sock.recv(65535)))
+                frame, (_, _, kind, _, _) = sock.recvfrom(65535)
+                if kind != socket.PACKET_OUTGOING:  # the host's own packets pass here too
+                    got[h].append(aggregation_payload(frame))
         return got
 
 
@@ -366,6 +398,60 @@ def test_a_complete_cell_answers_the_destinations_request_with_its_stored_sum(
         assert tree.events("s1")["held"] == 1
         tree.contribute("h3", ALL, 6, v["h3"])
         tree.contribute("h4", ALL, 6, v["h4"])
+        pkt = only(tree.received())
+        assert (pkt.bitmap, pkt.count, pkt.values) == (0b1111, 4, total(*v.values()))
+
+
+def test_one_request_for_a_blue_switchs_workers_reaches_only_those_it_lacks(
+        tree: Tree) -> None:
+    """The destination asks once for both of s2's workers, addressed to h1. Chunk 5: s2 holds
+    h2's contribution, so the request goes on to h1 alone, naming h1 alone. Chunk 6: s2 holds
+    h1's, so the request names h2 alone and goes to the job's group address, which s2's
+    multicast group copies to h1 and h2 (h1, not named, ignores it)."""
+    pair = Job(2, ("h1", "h2"), ("s2",))
+    tree.deploy([pair])
+    with listening(tree, ("h1", "h2")) as hosts:
+        tree.contribute("h2", pair, 5, vec(1))
+        hosts.ask(pair, 5, "h1", "h2")
+        got = hosts.received()
+        assert {h: [(p.chunk, p.bitmap, p.nack) for p in got[h]] for h in got} == \
+            {"h1": [(5, 0b01, True)], "h2": []}
+        tree.contribute("h1", pair, 6, vec(2))
+        hosts.ask(pair, 6, "h1", "h2")
+        got = hosts.received()
+        assert {h: [(p.chunk, p.bitmap, p.nack) for p in got[h]] for h in got} == \
+            {"h1": [(6, 0b10, True)], "h2": [(6, 0b10, True)]}
+        ev = tree.events("s2")
+        assert (ev["nack_spread"], ev["result"], ev["nack_held"]) == (1, 1, 0)
+        tree.contribute("h1", pair, 5, vec(3))  # each named worker answers: both complete
+        tree.contribute("h2", pair, 6, vec(4))
+        assert sorted((p.chunk, p.values) for p, _ in tree.received()) == \
+            [(5, total(vec(1), vec(3))), (6, total(vec(2), vec(4)))]
+
+
+def test_a_request_copied_below_nested_blue_switches_repairs_both_losses(tree: Tree) -> None:
+    """s1, s2 and s3 are all blue. s2's aggregate of chunk 7 dies at s1, and h4's
+    contribution is lost: s1 has nothing of the chunk. The destination asks once for all
+    four workers; s1 lacks them all and copies the request below. s2's cell is complete: its
+    copy goes on naming h1 alone, whose contribution s2 answers with the stored sum. s3
+    holds h3's: its copy names h4 alone. Two packets come back up, and the sum is exact."""
+    tree.deploy([ALL])
+    v = {h: vec(90 + i) for i, h in enumerate(WORKERS)}
+    with listening(tree, WORKERS) as hosts:
+        tree.set_drop("s1", 1.0)
+        tree.contribute("h1", ALL, 7, v["h1"])
+        tree.contribute("h2", ALL, 7, v["h2"])
+        tree.set_drop("s1", 0.0)
+        tree.contribute("h3", ALL, 7, v["h3"])
+        hosts.ask(ALL, 7, *WORKERS)
+        got = hosts.received()
+        assert {h: [(p.chunk, p.bitmap) for p in got[h]] for h in got} == \
+            {"h1": [(7, 0b0001)], "h2": [(7, 0b0001)], "h3": [(7, 0b1000)],
+             "h4": [(7, 0b1000)]}
+        assert [tree.events(s)["nack_spread"] for s in ("s1", "s2", "s3")] == [1, 1, 1]
+        tree.contribute("h1", ALL, 7, v["h1"])  # the named workers send again
+        tree.contribute("h4", ALL, 7, v["h4"])
+        assert tree.events("s2")["resent"] == 1
         pkt = only(tree.received())
         assert (pkt.bitmap, pkt.count, pkt.values) == (0b1111, 4, total(*v.values()))
 
@@ -601,7 +687,8 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
     down: dict[str, list[ap.AggPacket]] = {"h1": [], "h2": []}
     with listening(tree, ("h1", "h2")) as hosts:
         for pkt in sent:
-            worker = job.workers[pkt.bitmap.bit_length() - 1] if pkt.bitmap else "h1"
+            worker = job.workers[(pkt.bitmap & -pkt.bitmap).bit_length() - 1] \
+                if pkt.bitmap else "h1"
             if pkt.nack:
                 hosts.send_down(worker, pkt)
                 tree.settle()
@@ -612,6 +699,9 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
                 continue
             if pkt.nack and out.event == "result":
                 down[worker].append(out.packet)
+            elif out.event == "nack_spread":  # to the group address: s2 copies it to both
+                for h in down:
+                    down[h].append(out.packet)
             else:
                 up.append(out.packet)
         assert hosts.received() == down
@@ -623,6 +713,8 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
     assert model.first > 0 and model.repeat > 0
     answered = sum(1 for p in up if p.flags & ap.FLAG_RESENT and not p.nack)
     assert model.events["nack_held"] > 0 and model.events["result"] > 0
+    assert model.events["nack_spread"] > 0
     print(f"\n{len(sent)} packets into s2: {model.events['nack_held']} requests held, "
-          f"{model.events['result']} passed, {model.events['resent']} stored sums sent")
+          f"{model.events['result']} passed, {model.events['nack_spread']} copied below, "
+          f"{model.events['resent']} stored sums sent")
     assert answered > 0

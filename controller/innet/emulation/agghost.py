@@ -215,8 +215,11 @@ _Jobs = dict[int, tuple[Destination, tuple[str, ...]]]
 
 
 def run_destination(settings: DestinationSettings) -> dict[str, Any]:
+    # with results multicast the switches hold the job's group: a blue switch can copy a
+    # request to the workers below it, so one request per blue switch will do
+    grouped = bool(settings.multicast_from)
     jobs: _Jobs = {j.job: (Destination(j.job, len(j.ips), j.chunks, settings.first_chunk,
-                                       j.slots), j.ips)
+                                       j.slots, group_requests=grouped), j.ips)
                    for j in settings.jobs}
     stop = False
 
