@@ -244,14 +244,19 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
                     answer = 1;  /* a copy for the workers below other switches */
                 } else if (lacking != 0) {
                     hdr.agg.bitmap = lacking;
+                    hdr.udp.checksum = 0;  /* the payload changed: no checksum (RFC 768) */
                     if (copied == 1 || lacking != lowest) {
                         hdr.ipv4.dst_addr = group;
+                        /* the group's MAC (RFC 1112: 01:00:5e + the low 23 bits), which
+                         * every worker below accepts; the addressee's alone it would not */
+                        hdr.ethernet.dst_addr = AGG_GROUP_MAC | (bit<48>)(group & 0x7fffff);
                         answer = 3;
                     }
                 } else if (have != meta.agg_expected) {
                     answer = 1;
                 } else if (copied == 1) {
                     hdr.agg.bitmap = lowest;
+                    hdr.udp.checksum = 0;
                     answer = 3;
                 } else if (lowest == (have & (~have + 1))) {
                     answer = 2;

@@ -60,6 +60,7 @@
 /* a job's group address, where its RESULTs go: 239.1.(job >> 8).(job & 255) (RFC 2365's
  * administratively scoped block; controller/innet/aggpacket.py result_group_ip) */
 #define AGG_GROUP_PREFIX 0xEF010000
+#define AGG_GROUP_MAC 0x01005e000000
 
 #define PORT_COUNTERS 512
 

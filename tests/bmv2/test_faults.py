@@ -315,9 +315,25 @@ ETH_P_IP = 0x0800
 
 
 def aggregation_payload(frame: bytes) -> ap.AggPacket:
-    """The aggregation packet in an Ethernet frame (IPv4, UDP)."""
-    ihl = (frame[14] & 0x0F) * 4
-    return ap.decode(frame[14 + ihl + 8:])
+    """The aggregation packet in an Ethernet frame (IPv4, UDP), once its UDP checksum is one
+    the host's kernel accepts (it drops the others before any socket sees them; a packet
+    socket does not check)."""
+    ip = frame[14:]
+    ihl = (ip[0] & 0x0F) * 4
+    udp = ip[ihl:ihl + int.from_bytes(ip[ihl + 4:ihl + 6], "big")]
+    if udp[6:8] != b"\0\0":  # 0: no checksum (RFC 768)
+        pseudo = ip[12:20] + bytes([0, 17]) + len(udp).to_bytes(2, "big")
+        assert ones_complement_sum(pseudo + udp) == 0xFFFF, "bad UDP checksum"
+    return ap.decode(udp[8:])
+
+
+def ones_complement_sum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
 
 
 @dataclass
@@ -351,8 +367,11 @@ class Listeners:
             while len(got[h]) < want:
                 assert select.select([sock], [], [], SETTLE_S)[0], f"{h}: counted, not read"
                 frame, (_, _, kind, _, _) = sock.recvfrom(65535)
-                if kind != socket.PACKET_OUTGOING:  # the host's own packets pass here too
-                    got[h].append(aggregation_payload(frame))
+                if kind == socket.PACKET_OUTGOING:  # the host's own packets pass here too
+                    continue
+                # a frame to another host's MAC: the interface takes it, the kernel drops it
+                assert kind != socket.PACKET_OTHERHOST, f"{h}: a frame to another MAC"
+                got[h].append(aggregation_payload(frame))
         return got
 
 
