@@ -1,7 +1,8 @@
 """Aggregation at the data plane's speed: what BMv2 carries here, and what the stream uses.
 
-    sudo .venv/bin/python benchmarks/aggregation_bench.py [--values 1048576] [--loss 0 0.01 0.05]
-        [--values-at 0.05=131072] [--link-pps 400] [--link-values 131072]
+    sudo .venv/bin/python benchmarks/aggregation_bench.py [--values 1048576]
+        [--loss 0 0.01 0.02 0.05] [--values-at 0.05=131072] [--link-pps 400]
+        [--link-values 131072] [--link-loss 0 0.01]
 
 Measured in one run, both sides of every figure at once:
 
@@ -16,13 +17,16 @@ Measured in one run, both sides of every figure at once:
    machine.
 3. `innet run aggregation` on bt15 for SOAR k=4 and all-red at each --loss: time, goodput
    (values of the sum per second), retransmissions, the switches' total packets per second
-   and its share of the blast's, and whether the first-transmission cost equals phi. With
+   and its share of the blast's, the repairs' packets per lost packet (packets through the
+   switches beyond the lossless row's per chunk, per packet the fault injection dropped),
+   and whether the first-transmission cost equals phi; then SOAR over all-red and the share
+   of its lossless goodput SOAR keeps, per loss. With
    --compare, the same with results sent unicast and the old timers (2-4 s without loss,
    0.2-0.5 s with), as before results were multicast.
-4. The link-bound regime (--link-pps): every port drains its link's rate, so the plan's
-   busiest uplink sets the goodput. Per strategy: goodput, the busiest uplink's messages per
-   chunk and use of its rate; then SOAR's goodput over all-red's against the ratio of their
-   bottleneck loads computed from the plans.
+4. The link-bound regime (--link-pps), at each --link-loss: every port drains its link's
+   rate, so the plan's busiest uplink sets the goodput. Per strategy: goodput, the busiest
+   uplink's messages per chunk and use of its rate; then SOAR's goodput over all-red's
+   against the ratio of their bottleneck loads computed from the plans.
 
 Needs root, Mininet and BMv2. Run it alone on the machine: it is a measurement.
 """
@@ -43,6 +47,7 @@ from innet import aggpacket as ap
 from innet.bmv2.thrift import run_cli
 from innet.emulation.aggregation import (
     AggregationRunOptions,
+    StrategyRun,
     Timers,
     default_workload,
     run_aggregation,
@@ -170,6 +175,8 @@ def main() -> int:
     parser.add_argument("--link-values", type=int, default=1 << 17,
                         help="values per worker in the link-bound regime (default 2^17: "
                              "all-red's 16 messages per chunk at 400 packets/s take 164 s)")
+    parser.add_argument("--link-loss", type=float, nargs="*", default=[0.0, 0.01],
+                        help="the losses of the link-bound regime (default 0 and 1%%)")
     parser.add_argument("--compare", action="store_true",
                         help="also run with unicast results and the old timers")
     parser.add_argument("--out", type=Path, default=Path("runs") / "aggregation-bench")
@@ -193,6 +200,7 @@ def main() -> int:
     sizes = {float(k): int(v) for k, v in (item.split("=") for item in args.values_at)}
     rows = []
     for label, multicast, timers in variants:
+        measured: dict[tuple[float, str], StrategyRun] = {}
         for loss in args.loss:
             values = sizes.get(loss, args.values)
             old = not multicast and loss > 0
@@ -202,36 +210,66 @@ def main() -> int:
                 progress=False)
             results = run_aggregation(options, args.out / f"{label[:9]}-loss-{loss}")
             for r in results:
+                measured[loss, r.strategy] = r
                 rows.append([label, f"{loss:.0%}", r.strategy, r.values, r.window, r.inflight,
                              r.retransmissions, r.duration_s, round(r.goodput_values_per_s),
                              round(r.switch_pps), f"{r.switch_pps / capacity:.0%}",
+                             repairs_per_loss(r, measured.get((0.0, r.strategy))),
                              "yes" if r.cost_matches else "NO",
                              "yes" if r.sums_exact else "NO"])
             print("\n3. aggregation on bt15 (CPU-bound: no link rates set):")
             print(format_table(["variant", "loss", "strategy", "values", "window", "in flight",
                                 "retransmissions", "duration s", "values/s", "switch pps",
-                                "of blast", "cost == phi", "exact"], rows, digits=1),
-                  flush=True)
-    if args.link_pps:
-        link_bound(args.out / "link-bound", args.link_pps, args.link_values)
+                                "of blast", "repairs per loss", "cost == phi", "exact"],
+                               rows, digits=1), flush=True)
+        print(f"\n   {label}: SOAR against all-red, and against its own lossless goodput:")
+        print(format_table(["loss", "SOAR / all-red", "SOAR keeps"],
+                           summary(measured, args.loss)), flush=True)
+    for loss in args.link_loss if args.link_pps else []:
+        link_bound(args.out / f"link-bound-loss-{loss}", args.link_pps, args.link_values, loss)
     return 0
 
 
-def link_bound(out: Path, link_pps: int, values: int) -> None:
+def repairs_per_loss(r: StrategyRun, lossless: StrategyRun | None) -> str:
+    """Packets through the switches beyond the lossless stream's per chunk, per packet the
+    fault injection dropped: what one loss costs the repairs, all kinds together."""
+    drops = r.events.get("fault_drop", 0)
+    if lossless is None or not drops:
+        return "n/a"
+    extra = r.switch_packets - r.chunks * lossless.switch_packets / lossless.chunks
+    return f"{extra / drops:.1f}"
+
+
+def summary(measured: dict[tuple[float, str], StrategyRun], losses: list[float]
+            ) -> list[list[object]]:
+    base = measured.get((0.0, "soar"))
+    out: list[list[object]] = []
+    for loss in losses:
+        soar, red = measured.get((loss, "soar")), measured.get((loss, "all-red"))
+        if soar is None or red is None:
+            continue
+        kept = (f"{soar.goodput_values_per_s / base.goodput_values_per_s:.0%}"
+                if base is not None else "n/a")
+        out.append([f"{loss:.0%}", f"{soar.goodput_values_per_s / red.goodput_values_per_s:.2f}x",
+                    kept])
+    return out
+
+
+def link_bound(out: Path, link_pps: int, values: int, loss: float) -> None:
     results = run_aggregation(AggregationRunOptions(
         str(BT15), strategies=("soar", "all-red"), k=4, values=values, link_pps=link_pps,
-        progress=False), out)
+        loss=loss, progress=False), out)
     rows = [[r.strategy, r.values, r.duration_s, round(r.goodput_values_per_s),
-             r.bottleneck_switch, r.bottleneck_messages, r.bottleneck_pps,
+             r.retransmissions, r.bottleneck_switch, r.bottleneck_messages, r.bottleneck_pps,
              f"{r.bottleneck_use:.0%}",
              round(r.bottleneck_pps * ap.VECTOR_LEN / r.bottleneck_messages),
              "yes" if r.cost_matches else "NO", "yes" if r.sums_exact else "NO"]
             for r in results]
-    print(f"\n4. the link-bound regime on bt15: every port drains its link's rate, the "
-          f"fastest {link_pps} packets/s:")
-    print(format_table(["strategy", "values", "duration s", "values/s", "busiest uplink",
-                        "its messages per chunk", "its pps", "busy", "its pps x 32 / messages",
-                        "cost == phi", "exact"], rows, digits=1))
+    print(f"\n4. the link-bound regime on bt15, {loss:.0%} loss: every port drains its link's "
+          f"rate, the fastest {link_pps} packets/s:")
+    print(format_table(["strategy", "values", "duration s", "values/s", "retransmissions",
+                        "busiest uplink", "its messages per chunk", "its pps", "busy",
+                        "its pps x 32 / messages", "cost == phi", "exact"], rows, digits=1))
     soar, red = results
     measured = soar.goodput_values_per_s / red.goodput_values_per_s
     predicted = red.bottleneck_load / soar.bottleneck_load
