@@ -386,6 +386,27 @@ def test_a_network_keeps_the_latest_ended_jobs_and_the_rest_on_disk(topo: Topolo
     assert nxt["name"] == "vgg19-6"
 
 
+def test_going_down_archives_every_job_it_had_not_ended(topo: Topology,
+                                                        tmp_path: Path) -> None:
+    """The network going down cancels the running job and the one still waiting for its
+    time, and writes both rows to their folders beside the ended job's: none lost."""
+    net = up(topo, folder=tmp_path)
+    runs = net.runs  # type: ignore[attr-defined]
+    submit(net, "ran", workers=2)
+    runs["ran"].ended = ("done", None)
+    net.jobs.tick()
+    submit(net, "runs", workers=2)
+    net.handle({"op": "job_submit", "at_s": 600, "job": {
+        "name": "waits", "model": "VGG19", "workers": 2, "iterations": 3}})
+    net.jobs.shutdown()
+    on_disk = {p.parent.name: json.loads(p.read_text())
+               for p in (tmp_path / "jobs").glob("*/job.json")}
+    assert {n: (r["state"], r["why"]) for n, r in on_disk.items()} == {
+        "ran": ("done", None), "runs": ("cancelled", "the network went down"),
+        "waits": ("cancelled", "the network went down before it ran")}
+    assert runs["runs"].stopped and "waits" not in runs
+
+
 def test_without_a_folder_no_ended_job_is_let_go(topo: Topology) -> None:
     """With nowhere to keep them (a desk without an archive), ended jobs stay listed."""
     net = up(topo, keep_ended=1)

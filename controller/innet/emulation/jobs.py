@@ -241,16 +241,21 @@ class JobDesk:
         return admitted
 
     def shutdown(self) -> None:
-        """Every running job's processes stopped (the network is going down)."""
+        """The network is going down: every running job's processes stopped, and every job
+        not ended (running or still waiting) cancelled, its last row archived, so that the
+        folder holds every job the network was given."""
         for record in self.records.values():
-            if record.state == "running" and record.run is not None:
+            if record.state in ENDED:
+                continue
+            if record.run is not None:
                 record.run.stop()
                 record.stats = record.run.stats()
                 record.run = None
-                record.state, record.why = "cancelled", "the network went down"
-                record.closed_at = time.time()
-                if self.archive is not None:
-                    self.archive(record.to_dict())
+            record.why = ("the network went down" if record.state == "running"
+                          else "the network went down before it ran")
+            record.state, record.closed_at = "cancelled", time.time()
+            if self.archive is not None:
+                record.on_disk = self.archive(record.to_dict())
 
     def cancel(self, name: str) -> dict[str, Any]:
         """Release the job (entries, group, slot cells) or take it off the queue; then admit
