@@ -195,16 +195,36 @@ def test_the_live_view_of_a_network_that_is_up(network: tuple[dict[str, str], st
     assert severe(browser) == []
 
 
-def served_folder(folder: Path) -> tuple[subprocess.Popen[str], str]:
-    """`innet view FOLDER` running, and the address it printed."""
-    proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "view", str(folder)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=ROOT)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    found = re.match(r"view: (http://127\.0\.0\.1:\d+/\?token=[\w-]+)$", line.strip())
-    assert found, line + proc.stdout.read()
-    return proc, found.group(1)
+@contextlib.contextmanager
+def served_folder(folder: Path) -> Iterator[str]:
+    """`innet view FOLDER` running, and the address it printed; stopped with Ctrl-C (SIGINT)
+    on the way out, which it must obey within 30 s. Its output goes to a file beside the
+    folder, not a pipe (a pipe nobody reads blocks a process that writes much), and a view
+    that does not stop is killed, its output in the failure."""
+    out = folder.with_suffix(".view.txt")
+    with out.open("w") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "view", str(folder)],
+                                stdout=sink, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        def address() -> str | None:
+            found = re.match(r"view: (http://127\.0\.0\.1:\d+/\?token=[\w-]+)$",
+                             out.read_text().split("\n", 1)[0].strip())
+            if found is None and proc.poll() is not None:
+                raise AssertionError(f"innet view exited {proc.returncode}: "
+                                     f"{out.read_text()}")
+            return found.group(1) if found else None
+
+        yield wait_until("innet view's address", address, PAGE)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"innet view did not stop within 30 s of Ctrl-C; its output:"
+                                 f"\n{out.read_text()}") from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def saved_page(folder: Path) -> str:
@@ -252,12 +272,8 @@ def test_finished_runs_are_drawn_with_what_their_switches_counted(browser: Any,
                           text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
 
-    proc, url = served_folder(agg)
-    try:
+    with served_folder(agg) as url:
         drawn = drawn_views(browser, url)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
     assert drawn_views(browser, saved_page(agg)) == drawn  # the same page, saved to a file
     strategies = json.loads((agg / "results.json").read_text())
     assert sorted(drawn) == ["all-red", "soar"]
@@ -268,13 +284,9 @@ def test_finished_runs_are_drawn_with_what_their_switches_counted(browser: Any,
         assert sorted(drawn[row["strategy"]].values()) == per_switch, row["strategy"]
         assert sum(per_switch) > 0
 
-    proc, url = served_folder(cas)
-    try:
+    with served_folder(cas) as url:
         drawn = drawn_views(browser, url)
         browser.save_screenshot(str(tmp_path / "cassini-folder.png"))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
     assert drawn_views(browser, saved_page(cas)) == drawn
     results = json.loads((cas / "results.json").read_text())
     assert sorted(drawn) == sorted(r["label"] for r in results["runs"])
