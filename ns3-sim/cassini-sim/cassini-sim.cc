@@ -20,6 +20,7 @@
 // phase's rate (application-limited, as a collective paces its buffers); an Up segment ends
 // when every flow of the job has delivered its bytes, so a congested link stretches the
 // iteration. Every egress queue is RED with ECN in DCTCP's step mode (mark above K packets).
+// With `transport: {cc: mltcp}` every sender runs MLTCP over that DCTCP (MltcpDctcp below).
 
 #include "ns3/core-module.h"
 #include "ns3/internet-module.h"
@@ -65,8 +66,10 @@ struct Flow
     uint64_t written = 0;  // bytes handed to TCP so far
     uint64_t target = 0;   // cumulative bytes the current phase ends at
     uint64_t received = 0;
+    uint64_t iterationStart = 0;  // `received` when the job's current iteration began
     bool done = true;
     EventId tick;
+    std::vector<uint64_t> samples;  // `received` every sample_ms (when asked)
 };
 
 struct Job
@@ -80,6 +83,7 @@ struct Job
     double shiftMs = 0;
     uint32_t iterations = 0;
     std::vector<Segment> segments;
+    uint64_t iterationBytes = 0;  // what one iteration sends on each flow
     std::vector<std::unique_ptr<Flow>> flows;
     bool realign = false;
     double realignPct = 0, budgetPct = 0, gridMs = 0;
@@ -106,6 +110,17 @@ int g_version = 1;
 double g_epochMs = 0;
 uint32_t g_mss = 1448;
 bool g_stopped = false;
+double g_sampleMs = 0;  // 0: no samples of the flows' delivered bytes
+
+// The senders' congestion control: "dctcp" (every connection) or "mltcp" (MLTCP's increase
+// on the senders, below).
+struct Transport
+{
+    std::string cc = "dctcp";
+    double slope = 0, intercept = 0;
+};
+
+Transport g_transport;
 
 double
 NowMs()
@@ -174,9 +189,29 @@ Received(Flow* f, uint64_t bytes)
     }
 }
 
+// How far the flow is into its iteration: the share of the iteration's bytes delivered.
+double
+IterationProgress(const Flow* f)
+{
+    const Job* job = f->job;
+    if (job->iterationBytes == 0)
+    {
+        return 0.0;
+    }
+    double done = static_cast<double>(f->received - f->iterationStart);
+    return std::clamp(done / static_cast<double>(job->iterationBytes), 0.0, 1.0);
+}
+
 void
 StartSegment(Job* job)
 {
+    if (job->seg == 0)
+    {
+        for (auto& f : job->flows)
+        {
+            f->iterationStart = f->received;
+        }
+    }
     const Segment& s = job->segments[job->seg];
     if (!s.up)
     {
@@ -529,6 +564,85 @@ class FlooredDctcp : public TcpDctcp
     }
 };
 
+// MLTCP (Rajasekaran et al., "MLTCP", arXiv 2402.09589): a flow's additive increase grows
+// with how far its iteration is: each acknowledged segment adds F(r) = slope x r + intercept
+// segments' worth of Linux Reno's credit instead of 1, r being the share of this iteration's
+// bytes the flow has delivered. Of two jobs colliding on a link, the one further into its
+// iteration regains its window faster after each ECN cut, takes the larger share, finishes
+// its phase first, and the next iteration starts it earlier: iteration by iteration the
+// phases slide apart, with no scheduler. The cut (DCTCP's, floored at one segment) and slow
+// start are unchanged. r is read from the flow's delivered bytes (what its ACKs report one
+// path delay later: the simulator reads it at the receiver).
+class MltcpDctcp : public FlooredDctcp
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("innet::MltcpDctcp")
+                                .SetParent<FlooredDctcp>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<MltcpDctcp>();
+        return tid;
+    }
+
+    MltcpDctcp() = default;
+
+    MltcpDctcp(const MltcpDctcp& sock)
+        : FlooredDctcp(sock),
+          m_flow(sock.m_flow),
+          m_slope(sock.m_slope),
+          m_intercept(sock.m_intercept),
+          m_credit(sock.m_credit)
+    {
+    }
+
+    void Attach(const Flow* flow, double slope, double intercept)
+    {
+        m_flow = flow;
+        m_slope = slope;
+        m_intercept = intercept;
+    }
+
+    std::string GetName() const override
+    {
+        return "MltcpDctcp";
+    }
+
+    Ptr<TcpCongestionOps> Fork() override
+    {
+        return CopyObject<MltcpDctcp>(this);
+    }
+
+  protected:
+    // TcpLinuxReno::CongestionAvoidance step for step (one segment per window of credit; a
+    // credit left from a larger window adds one segment and restarts), each acknowledged
+    // segment's credit weighed by F(r): with F = 1 it is DCTCP's own increase, to the packet
+    void CongestionAvoidance(Ptr<TcpSocketState> tcb, uint32_t segmentsAcked) override
+    {
+        double r = m_flow != nullptr ? IterationProgress(m_flow) : 0.0;
+        double f = m_slope * r + m_intercept;
+        uint32_t w = std::max<uint32_t>(1, tcb->m_cWnd / tcb->m_segmentSize);
+        if (m_credit >= w)
+        {
+            m_credit = 0;
+            tcb->m_cWnd += tcb->m_segmentSize;
+        }
+        m_credit += f * segmentsAcked;
+        if (m_credit >= w)
+        {
+            auto add = static_cast<uint32_t>(m_credit / w);
+            m_credit -= static_cast<double>(add) * w;
+            tcb->m_cWnd += add * tcb->m_segmentSize;
+        }
+    }
+
+  private:
+    const Flow* m_flow = nullptr;
+    double m_slope = 0;
+    double m_intercept = 1;
+    double m_credit = 0;
+};
+
 class HostRoutingHelper : public Ipv4RoutingHelper
 {
   public:
@@ -695,6 +809,33 @@ ParseSettings(const json& cfg)
     if (run.routing != "static" && run.routing != "ecmp")
     {
         Fail("config.routing: expected 'static' or 'ecmp', got '" + run.routing + "'");
+    }
+    if (cfg.contains("transport"))  // optional: DCTCP everywhere without it
+    {
+        const json& t = cfg.at("transport");
+        g_transport.cc = Field<std::string>(t, "cc", "config.transport");
+        if (g_transport.cc == "mltcp")
+        {
+            g_transport.slope = Field<double>(t, "slope", "config.transport");
+            g_transport.intercept = Field<double>(t, "intercept", "config.transport");
+            if (!(g_transport.slope >= 0) || !(g_transport.intercept > 0))
+            {
+                Fail("config.transport: mltcp needs slope >= 0 and intercept > 0");
+            }
+        }
+        else if (g_transport.cc != "dctcp")
+        {
+            Fail("config.transport.cc: expected 'dctcp' or 'mltcp', got '" +
+                 g_transport.cc + "'");
+        }
+    }
+    if (cfg.contains("sample_ms"))
+    {
+        g_sampleMs = Field<double>(cfg, "sample_ms", "config");
+        if (!(g_sampleMs > 0))
+        {
+            Fail("config.sample_ms must be > 0");
+        }
     }
     return run;
 }
@@ -998,6 +1139,10 @@ ParseJob(const json& jc, const std::string& where)
     {
         Fail(where + ".segments: empty");
     }
+    for (const Segment& seg : job->segments)
+    {
+        job->iterationBytes += seg.up ? seg.bytes : 0;
+    }
     if (jc.contains("realign") && !jc.at("realign").is_null())
     {
         const json& r = jc.at("realign");
@@ -1026,6 +1171,12 @@ OpenFlow(Job* job, const std::string& src, const std::string& dst, uint16_t port
     sink->listener->SetAcceptCallback(MakeCallback(&SinkRequest),
                                       MakeBoundCallback(&SinkAccept, sink.get()));
     flow->tx = Socket::CreateSocket(net.nodes[src], TcpSocketFactory::GetTypeId());
+    if (g_transport.cc == "mltcp")  // the sender's side: the receiver only ACKs
+    {
+        auto ops = CreateObject<MltcpDctcp>();
+        ops->Attach(flow.get(), g_transport.slope, g_transport.intercept);
+        DynamicCast<TcpSocketBase>(flow->tx)->SetCongestionControlAlgorithm(ops);
+    }
     flow->tx->Bind();
     // at time 0, once the queue discs are initialised (not before Run)
     Simulator::Schedule(Seconds(0), &Connect, flow->tx,
@@ -1105,6 +1256,21 @@ LinkTraceJobs(const json& cfg)
     }
 }
 
+// Every flow's delivered bytes, every sample_ms from the epoch on (the shares of a link
+// over time, for tests and plots).
+void
+Sample()
+{
+    for (const auto& j : g_jobs)
+    {
+        for (const auto& f : j->flows)
+        {
+            f->samples.push_back(f->received);
+        }
+    }
+    Simulator::Schedule(MilliSeconds(1) * g_sampleMs, &Sample);
+}
+
 // ---- output
 
 // A job's measured iterations (never more than it was asked for: the last may end as the run
@@ -1127,6 +1293,15 @@ JobReport(const Job& j)
     {
         entry["start_ms"] = j.startedMs;
         entry["finish_ms"] = j.finishMs;
+    }
+    if (g_sampleMs > 0)
+    {
+        json flows = json::array();
+        for (const auto& f : j.flows)
+        {
+            flows.push_back(f->samples);
+        }
+        entry["flow_samples"] = flows;
     }
     return entry;
 }
@@ -1169,6 +1344,7 @@ Report(Network& net)
     out["version"] = g_version;
     out["complete"] = complete;
     out["duration_ms"] = endMs;
+    out["transport"] = g_transport.cc;
     out["jobs"] = json::array();
     for (const auto& j : g_jobs)
     {
@@ -1224,6 +1400,10 @@ main(int argc, char** argv)
     if (g_version >= 2)
     {
         LinkTraceJobs(cfg);
+    }
+    if (g_sampleMs > 0)
+    {
+        Simulator::Schedule(MilliSeconds(1) * g_epochMs, &Sample);
     }
 
     Simulator::Stop(MilliSeconds(1) * (g_epochMs + run.stopMs));

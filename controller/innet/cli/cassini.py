@@ -47,7 +47,14 @@ from innet.cassini.placement.scheduler import (
     Schedule,
     schedule,
 )
-from innet.cassini.sim.engine import ENGINES, Engine, make_engine
+from innet.cassini.sim.engine import (
+    ENGINES,
+    MLTCP_INTERCEPT,
+    MLTCP_POLICIES,
+    MLTCP_SLOPE,
+    Engine,
+    make_engine,
+)
 from innet.cassini.sim.fluid import FluidConfig
 from innet.cli.argtypes import SEED, float_in, int_in, positive_float
 from innet.cli.options import add_force, add_json, add_seed
@@ -192,15 +199,26 @@ def _register_plan(sub: Any) -> None:
     plan.set_defaults(func=cmd_plan)
 
 
+_MLTCP_HELP = ("mltcp and cassini+mltcp (--engine ns3): also measure the base's placement "
+               "without shifts, or CASSINI's plan, with MLTCP on every sender, beside the "
+               "arms above (docs/cassini-mltcp.md)")
+
+
 def _cluster_policy_arg(ev: Any) -> None:
     ev.add_argument("--policy", action="append", default=None, metavar="POLICY",
-                    choices=("base", "cassini", "soar", "soar+cassini"),
-                    help="with --trace: predict `innet run cluster` under this policy of the "
-                         "live cluster's joint plan (base, cassini, soar, soar+cassini; "
-                         "repeat to compare): jobs admitted at arrival or when room frees, "
-                         "aggregation plans' link demands, run cluster's defaults for the "
-                         "links (800 packets/s, 4x slowdown, queue 100, ECN at 20); writes "
-                         "DIR/cluster-prediction.json (default: no policy, the arms above)")
+                    choices=("base", "cassini", "soar", "soar+cassini", *MLTCP_POLICIES),
+                    help="repeat to compare. base, cassini, soar, soar+cassini (with "
+                         "--trace): predict `innet run cluster` under this policy of the "
+                         "live cluster's joint plan: jobs admitted at arrival or when room "
+                         "frees, aggregation plans' link demands, run cluster's defaults for "
+                         "the links (800 packets/s, 4x slowdown, queue 100, ECN at 20); "
+                         "writes DIR/cluster-prediction.json. " + _MLTCP_HELP
+                         + " (default: no policy, the arms above)")
+
+
+def _mltcp_policies(args: argparse.Namespace) -> tuple[str, ...]:
+    """The MLTCP policies asked for, once each, in order."""
+    return tuple(dict.fromkeys(p for p in args.policy or () if p in MLTCP_POLICIES))
 
 
 def _register_evaluate(sub: Any) -> None:
@@ -292,6 +310,10 @@ def _register_sweep(sub: Any) -> None:
                     help="directory for sweep.json, sweep.txt and sweep-cdf.png "
                          "(default runs/cassini-sweep-DATE)")
     _engine_args(sw)
+    sw.add_argument("--policy", action="append", default=None, metavar="POLICY",
+                    choices=MLTCP_POLICIES,
+                    help="repeat for both. " + _MLTCP_HELP
+                         + " (default: none, the three arms alone)")
     add_force(sw, "run even when a run's estimate is past the machine's patience")
     sw.add_argument("--workers", type=int_in(1, 256), default=None,
                     help="draws run in this many processes (default: one per CPU)")
@@ -426,13 +448,21 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                         "fastest link becomes 0.1 Gbps)")
     p.add_argument("--ecmp", action="store_true",
                    help="ns3: ns-3's random per-packet ECMP instead of innet's routes")
+    p.add_argument("--mltcp-slope", type=float_in(0, 100), default=None, metavar="S",
+                   help=f"ns3: MLTCP's F(r) = S r + I, r the share of the iteration sent "
+                        f"(default {MLTCP_SLOPE:g})")
+    p.add_argument("--mltcp-intercept", type=float_in(0, 100, low_open=True), default=None,
+                   metavar="I", help=f"ns3: MLTCP's I (default {MLTCP_INTERCEPT:g})")
 
 
 def _engine(args: argparse.Namespace) -> Engine:
     """The engine the options ask for; for one of separate runs (ns-3), one line on what it
     runs (the rate scale)."""
     engine = make_engine(args.engine, rate_scale=args.rate_scale, ecmp=args.ecmp,
-                         seed=args.seed)
+                         seed=args.seed, mltcp_slope=args.mltcp_slope,
+                         mltcp_intercept=args.mltcp_intercept)
+    policies = _mltcp_policies(args)
+    mltcp = engine.with_transport("mltcp") if policies else None  # fluid: refused, one line
     if engine.separate_runs:
         if getattr(args, "capacity", None) is not None:
             fastest = float(args.capacity)
@@ -440,8 +470,10 @@ def _engine(args: argparse.Namespace) -> Engine:
             topo = load_topology(args.topology)
             fastest = max((link.mbps or 0.0) for link in topo.links) / 1000.0
         trace = getattr(args, "trace", None) is not None
-        print(f"engine: {engine.describe(fastest, trace)}",
-              file=sys.stderr if getattr(args, "json", False) else sys.stdout)
+        where = sys.stderr if getattr(args, "json", False) else sys.stdout
+        print(f"engine: {engine.describe(fastest, trace)}", file=where)
+        if mltcp is not None:
+            print(f"{' and '.join(policies)}: {mltcp.describe(fastest, trace)}", file=where)
     return engine
 
 
@@ -604,7 +636,8 @@ def _evaluate_trace(args: argparse.Namespace, config: FluidConfig, engine: Engin
                      realign_pct=config.realign_pct if config.realign_pct is not None else 5.0,
                      realign_budget_pct=config.realign_budget_pct, force=config.force)
     planner = _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG)
-    draw = evaluate_trace(topo, trace, EvaluationSettings(planner, engine, config))
+    draw = evaluate_trace(topo, trace, EvaluationSettings(planner, engine, config,
+                                                         _mltcp_policies(args)))
     _warn(draw.warnings)
     out = Path(args.out)
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.trace).stem}-"
@@ -632,6 +665,9 @@ def _predict_cluster(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
     policies = tuple(dict.fromkeys(args.policy))
+    if set(policies) & set(MLTCP_POLICIES):
+        raise InputError("mltcp policies are measured on ns-3, not predicted for the live "
+                         "cluster: give them without base, cassini, soar or soar+cassini")
     got = predict_trace(ClusterRunOptions(args.topology, args.trace, policies))
     (out / "cluster-prediction.json").write_text(json.dumps({"policies": got}, indent=1))
     if args.json:
@@ -651,12 +687,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          realign_pct=args.realign_pct,
                          realign_budget_pct=args.realign_budget_pct, force=args.force)
     config.check()
-    if args.policy and args.trace is None:
-        raise InputError("--policy predicts a trace's live cluster run: give --trace")
+    predict = [p for p in args.policy or () if p not in MLTCP_POLICIES]
+    if predict and args.trace is None:
+        raise InputError(f"--policy {predict[0]} predicts a trace's live cluster run: give "
+                         "--trace")
     if args.trace is not None:
         if args.capacity is not None:
             raise InputError("--trace needs --topology, not --capacity")
-        if args.policy:
+        if predict:
             return _predict_cluster(args)
         engine = _engine(args)
         try:
@@ -674,12 +712,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.jobs).stem}-"
     if args.capacity is not None:
         ev = evaluate_link(jobs, check_capacity(args.capacity),
-                           EvaluationSettings(_planner(args), engine, config), force=args.force)
+                           EvaluationSettings(_planner(args), engine, config,
+                                              _mltcp_policies(args)), force=args.force)
         where = ev.where
     else:
         topo = load_topology(args.topology)
         with _progress(args.candidates) as progress:
-            ev = evaluate_cluster(topo, jobs, EvaluationSettings(_planner(args), engine, config),
+            ev = evaluate_cluster(topo, jobs, EvaluationSettings(_planner(args), engine, config,
+                                                                 _mltcp_policies(args)),
                                   progress)
         assert ev.plan is not None
         where = f"{args.topology}, CASSINI keeps candidate #{ev.plan.candidate}"
@@ -715,8 +755,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise InputError(f"cannot create: {exc.strerror}", source=str(out)) from None
     # the draws are planned and measured with the same fluid run, at the default step
     config = replace(DEFAULT_CHECK, iterations=args.iterations, force=args.force)
+    if args.policy and args.trace is None:
+        raise InputError("--policy applies to trace sweeps (--trace) and to evaluate, not to "
+                         "sweeps of a jobs file's placements")
     evaluation = EvaluationSettings(
-        _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG), _engine(args), config)
+        _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG), _engine(args), config,
+        _mltcp_policies(args))
     settings = SweepSettings(evaluation, args.draws, args.workers or os.cpu_count() or 1,
                              args.dask)
     from innet.progress import bar as progress_bar
@@ -762,6 +806,7 @@ def _sweep_traces(args: argparse.Namespace, topo: Any, out: Path, settings: Swee
     wall = time.monotonic() - t0
     data = {"topology": args.topology, "trace": args.trace, "seed": args.seed,
             "engine": args.engine, "rate_scale": args.rate_scale, "ecmp": args.ecmp,
+            "policies": list(settings.evaluation.policies),
             "trace_iterations": list(args.trace_iterations), "trace_jobs": args.trace_jobs,
             "load": args.load, "occupancy": occupancy if args.trace == "dynamic" else None,
             "candidates": args.candidates, "checked": args.checked, "wall_s": wall,

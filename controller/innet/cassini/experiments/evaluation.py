@@ -10,7 +10,7 @@ change most, so the command line, the demo and notebooks print or plot the same 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from innet.cassini.experiments.settings import EvaluationSettings
 from innet.cassini.model.geometry import Circle, best_shifts, unified_circle
 from innet.cassini.model.profiles import JobProfile
 from innet.cassini.placement.scheduler import ClusterPlan, Schedule, schedule
+from innet.cassini.sim.engine import Engine
 from innet.cassini.sim.steady import FluidResult
 from innet.jsonout import dumps
 from innet.table import format_table
@@ -61,7 +62,7 @@ class Gain:
 
 @dataclass(frozen=True)
 class Evaluation:
-    arms: tuple[Arm, ...]  # the base first, CASSINI's plan last
+    arms: tuple[Arm, ...]  # the base first, then CASSINI's plan, then settings.policies
     where: str  # what the jobs ran on, for titles
     circle: LinkCircle | None
     plan: ClusterPlan | None = None  # CASSINI's plan (cluster evaluations)
@@ -77,8 +78,13 @@ class Evaluation:
         return "x" if self.normalised else "ms"
 
     @property
+    def cassini(self) -> Arm:
+        """CASSINI's arm (after it may come the MLTCP policies' arms)."""
+        return next(a for a in self.arms if a.label == "cassini")
+
+    @property
     def gain(self) -> Gain:
-        base, best = self.arms[0].run, self.arms[-1].run
+        base, best = self.arms[0].run, self.cassini.run
         (bm, bp), (cm, cp) = base.summary(self.normalised), best.summary(self.normalised)
         ratio = (base.marks / best.marks if best.marks > 0
                  else float("inf") if base.marks > 0 else 1.0)
@@ -113,10 +119,17 @@ def evaluate_link(jobs: Sequence[JobProfile], capacity_gbps: float,
     planner, engine, config = settings.planner, settings.engine, settings.config
     solution = best_shifts(jobs, capacity_gbps, precision_deg=planner.precision_deg,
                            seed=planner.seed, force=force)
-    arms = (Arm(engine.link(jobs, capacity_gbps, {}, config.without_agents(), "base"),
-                solution.score_unshifted),
-            Arm(engine.link(jobs, capacity_gbps, solution.shift_map(), config, "cassini"),
-                solution.score))
+    arms: tuple[Arm, ...] = (
+        Arm(engine.link(jobs, capacity_gbps, {}, config.without_agents(), "base"),
+            solution.score_unshifted),
+        Arm(engine.link(jobs, capacity_gbps, solution.shift_map(), config, "cassini"),
+            solution.score))
+    for policy in settings.policies:  # MLTCP on the senders, without shifts or with them
+        with_shifts = policy.startswith("cassini")
+        arms += (Arm(settings.policy_engine(policy).link(
+            jobs, capacity_gbps, solution.shift_map() if with_shifts else {},
+            config if with_shifts else config.without_agents(), policy),
+            solution.score if with_shifts else solution.score_unshifted),)
     circle = LinkCircle(tuple(jobs), (1.0,) * len(jobs), solution.circle, capacity_gbps,
                         solution.shift_map(), (solution.score_unshifted, solution.score),
                         "one shared link")
@@ -133,12 +146,16 @@ def evaluate_cluster(topology: Topology, jobs: Sequence[JobProfile],
     result = schedule(topology, jobs, settings.planner, progress=progress)
     config = settings.config
 
-    def run(p: ClusterPlan) -> FluidResult:
-        run_config = config.without_agents() if p.mode == "base" else config
-        return settings.engine.plan(topology, p, run_config)
+    def run(p: ClusterPlan, engine: Engine = settings.engine) -> FluidResult:
+        run_config = config.without_agents() if p.mode in ("base", "mltcp") else config
+        return engine.plan(topology, p, run_config)
 
     arms = tuple(Arm(run(p), p.score) for p in (result.base, result.base_shifted,
                                                  result.cassini))
+    for policy in settings.policies:  # the base's plan or CASSINI's, MLTCP on the senders
+        p = replace(result.cassini if policy.startswith("cassini") else result.base,
+                    mode=policy)
+        arms += (Arm(run(p, settings.policy_engine(policy)), p.score),)
     plan = result.cassini
     return Evaluation(arms, f"{topology.name}, CASSINI keeps candidate #{plan.candidate}",
                       _pick_link(result, jobs, settings.planner.precision_deg), plan,
@@ -197,7 +214,7 @@ def evaluation_text(ev: Evaluation) -> str:
                      sum(j.realignments for j in arm.run.jobs)])
     lines = [format_table(["run", "score", f"mean ({unit})", f"p99 ({unit})",
                            "marks (M pkts)", "re-alignments"], rows)]
-    base, best = ev.arms[0].run, ev.arms[-1].run
+    base, best = ev.arms[0].run, ev.cassini.run
     gain = ev.gain
     marks = (f"{gain.marks_ratio:.3g}x fewer" if best.marks > 0
              else f"{base.marks / 1e6:.3g}M -> 0")

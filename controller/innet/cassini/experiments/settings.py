@@ -19,8 +19,9 @@ from innet.cassini.experiments.traces import (
 )
 from innet.cassini.placement.cluster import Cluster
 from innet.cassini.placement.scheduler import DEFAULT_CHECK, PlannerSettings
-from innet.cassini.sim.engine import Engine, FluidEngine
+from innet.cassini.sim.engine import MLTCP_POLICIES, Engine, FluidEngine
 from innet.cassini.sim.fluid import FluidConfig
+from innet.errors import InputError
 from innet.topology import Topology
 
 
@@ -33,6 +34,19 @@ class EvaluationSettings:
     planner: PlannerSettings = field(default_factory=PlannerSettings)
     engine: Engine = field(default_factory=FluidEngine)
     config: FluidConfig = DEFAULT_CHECK
+    # arms beside base, base+shifts and cassini (engine.MLTCP_POLICIES): the base's plan
+    # and CASSINI's, measured with MLTCP on every sender
+    policies: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.policies if p not in MLTCP_POLICIES]
+        if unknown:
+            raise InputError(f"unknown policy {unknown[0]!r} (beside base and cassini: "
+                             f"{', '.join(MLTCP_POLICIES)})")
+
+    def policy_engine(self, policy: str) -> Engine:
+        """The engine that measures `policy`'s arm: MLTCP's arms change the transport."""
+        return self.engine.with_transport("mltcp" if policy.endswith("mltcp") else "dctcp")
 
 
 DEFAULT_EVALUATION = EvaluationSettings()

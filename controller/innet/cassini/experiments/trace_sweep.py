@@ -15,13 +15,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from innet.cassini.experiments.draws import run_tasks
-from innet.cassini.experiments.replay import SHARE_MIN_GAP, jct_share, plan_trace
+from innet.cassini.experiments.replay import SHARE_MIN_GAP, TracePlans, jct_share, plan_trace
 from innet.cassini.experiments.settings import (
     DEFAULT_EVALUATION,
     EvaluationSettings,
@@ -82,8 +82,8 @@ class TraceDraw:
         """Mean and p99 iteration slowdown with no contention: 1.0 unless measured."""
         return self.measured_ideal_iteration or (1.0, 1.0)
 
-    def worse(self, tolerance: float = TRACE_TOLERANCE) -> bool:
-        b, c = self.arms["base"], self.arms["cassini"]
+    def worse(self, tolerance: float = TRACE_TOLERANCE, arm: str = "cassini") -> bool:
+        b, c = self.arms["base"], self.arms[arm]
         return any(getattr(c, k) > getattr(b, k) * (1 + tolerance) for k in _KEYS)
 
     def share(self, which: int, analytic: bool = False) -> float:
@@ -111,9 +111,18 @@ def _null(x: float) -> float | None:
 
 def run_schedule(topology: Topology, sched: TraceSchedule,
                  settings: EvaluationSettings) -> TraceResult:
-    """One arm's schedule on the engine; CASSINI's agents only where a job has shifts."""
+    """One arm's schedule on the engine (MLTCP's arms: with MLTCP on the senders);
+    CASSINI's agents only where a job has shifts."""
     config = settings.config if sched.agents else settings.config.without_agents()
-    return settings.engine.trace(topology, sched, config)
+    engine = (settings.policy_engine(sched.mode) if sched.mode in settings.policies
+              else settings.engine)
+    return engine.trace(topology, sched, config)
+
+
+def policy_schedules(plans: TracePlans, policies: Sequence[str]) -> list[TraceSchedule]:
+    """The MLTCP policies' schedules: the base's (no shifts) or CASSINI's, renamed."""
+    return [replace(plans.cassini if p.startswith("cassini") else plans.base, mode=p)
+            for p in policies]
 
 
 def evaluate_trace(topology: Topology, trace: Trace,
@@ -127,7 +136,7 @@ def evaluate_trace(topology: Topology, trace: Trace,
     cores, as a sweep of many draws does with one process per draw."""
     plans = plan_trace(topology, trace, settings.planner)
     engine = settings.engine
-    schedules = list(plans.arms())
+    schedules = list(plans.arms()) + policy_schedules(plans, settings.policies)
     alone_config = settings.config.without_agents()
     alone: TraceResult | None = None
     if engine.separate_runs and arm_workers > 1:
@@ -198,8 +207,9 @@ def summarise_traces(draws: Sequence[TraceDraw],
     ideal's (base / ideal), the share of the ideal's gain captured (pooled over draws:
     sum of base - CASSINI over sum of base - ideal), marks in total, and the losses."""
     out: dict[str, Any] = {"draws": len(draws), "tolerance": tolerance}
-    for arm in ("base+shifts", "cassini"):
-        g: dict[str, float] = {k: _geomean([getattr(d.arms["base"], k) / getattr(d.arms[arm], k)
+    extra = [a for a in (draws[0].arms if draws else {}) if a not in ARMS]
+    for arm in ("base+shifts", "cassini", *extra):
+        g: dict[str, Any] = {k: _geomean([getattr(d.arms["base"], k) / getattr(d.arms[arm], k)
                                             for d in draws]) for k in _KEYS}
         total = sum(d.arms[arm].marks for d in draws)
         base_total = sum(d.arms["base"].marks for d in draws)
@@ -207,6 +217,10 @@ def summarise_traces(draws: Sequence[TraceDraw],
         g["marks_ratio"] = (base_total / total if total > 0
                             else math.inf if base_total > 0 else 1.0)
         out[arm] = g
+        if arm in extra:  # a policy beside CASSINI: its own losses against the base
+            lost = [d.index for d in draws if d.worse(tolerance, arm)]
+            g["worse_draws"], g["worse_draw_indices"] = len(lost), lost
+    out["policies"] = extra
     out["marks_total_base"] = sum(d.arms["base"].marks for d in draws)
     out["measured_ideal"] = all(d.measured_ideal is not None for d in draws)
     picks: tuple[tuple[str, Callable[[TraceDraw], tuple[float, float]]], ...] = (
@@ -268,6 +282,12 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
         f"  base + shifts: JCT mean {s['jct_mean_ms']:.3f}x, p99 {s['jct_p99_ms']:.3f}x; "
         f"iteration mean {s['iter_mean_x']:.3f}x, p99 {s['iter_p99_x']:.3f}x; marks "
         f"{ratio(s['marks_ratio'])}",
+        *[f"  {p + ':':14} JCT mean {summary[p]['jct_mean_ms']:.3f}x, p99 "
+          f"{summary[p]['jct_p99_ms']:.3f}x; iteration mean {summary[p]['iter_mean_x']:.3f}x, "
+          f"p99 {summary[p]['iter_p99_x']:.3f}x; marks {ratio(summary[p]['marks_ratio'])} "
+          f"({summary[p]['marks_total']:.4g}); worse than the base in "
+          f"{summary[p]['worse_draws']} draws"
+          for p in summary.get("policies", [])],
         f"  ideal ({where}): "
         f"JCT mean {i['jct_mean_ms']:.3f}x, p99 {i['jct_p99_ms']:.3f}x"
         + (f"; at N x T: {summary['analytic_ideal']['jct_mean_ms']:.3f}x, "
@@ -292,7 +312,7 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
 def evaluation_trace_text(d: TraceDraw) -> str:
     """One trace's arms, the ideal, and CASSINI's share of the ideal's gain."""
     rows: list[list[Any]] = []
-    for arm in ARMS:
+    for arm in [*ARMS, *(a for a in d.arms if a not in ARMS)]:
         f = d.arms[arm]
         rows.append([arm, f.jct_mean_ms, f.jct_p99_ms, f.iter_mean_x, f.iter_p99_x, f.marks,
                      f.realignments])

@@ -8,7 +8,7 @@ a trace), so the tables, figures and summaries are the same code whichever ran.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from innet.cassini.model.profiles import JobProfile
@@ -20,6 +20,16 @@ from innet.errors import InputError
 from innet.topology import Topology
 
 ENGINES = ("fluid", "ns3")
+# policies an evaluation may add beside base, base+shifts and cassini: the base's or
+# CASSINI's plan with MLTCP on the senders (docs/cassini-mltcp.md); packet engines only
+MLTCP_POLICIES = ("mltcp", "cassini+mltcp")
+# MLTCP's aggressiveness F(r) = slope x r + intercept (r: the share of the iteration's bytes
+# a flow has delivered). The paper gives the linear form; these values are innet's, chosen
+# on the development pair (docs/cassini-mltcp.md): F runs from 1 to 2 over an iteration, so
+# a flow is never less aggressive than DCTCP (below 1 a flow alone after a cut regains its
+# window slower than DCTCP would, stretching its iteration off its period).
+MLTCP_SLOPE = 1.0
+MLTCP_INTERCEPT = 1.0
 
 
 class Engine(Protocol):
@@ -51,6 +61,11 @@ class Engine(Protocol):
     def link(self, jobs: Sequence[JobProfile], capacity_gbps: float,
              shifts_ms: Mapping[str, float], config: FluidConfig,
              label: str) -> FluidResult: ...
+
+    def with_transport(self, transport: str) -> Engine:
+        """The same engine with the senders' congestion control `transport` ("dctcp",
+        "mltcp"); InputError where the engine has no congestion control to change."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -100,14 +115,25 @@ class FluidEngine:
         traffic, cap = single_link(jobs, capacity_gbps)
         return simulate(jobs, traffic, cap, shifts_ms, config, label)
 
+    def with_transport(self, transport: str) -> Engine:
+        """The fluid model shares a link max-min at every instant: it has no windows for
+        MLTCP to grow, so MLTCP is refused rather than imitated."""
+        if transport != "dctcp":
+            raise InputError(f"--policy {transport} needs --engine ns3: the fluid model has "
+                             "no congestion windows for MLTCP to scale")
+        return self
+
 
 def make_engine(name: str, *, rate_scale: float | None = None, ecmp: bool = False,
-                seed: int = 0) -> Engine:
+                seed: int = 0, mltcp_slope: float | None = None,
+                mltcp_intercept: float | None = None) -> Engine:
     """The engine called `name`. ns-3 is checked (wheel, g++, the program compiles) here, so
     a missing piece is one line before any work."""
     if name == "fluid":
         if rate_scale is not None or ecmp:
             raise InputError("--rate-scale and --ecmp apply to --engine ns3 only")
+        if mltcp_slope is not None or mltcp_intercept is not None:
+            raise InputError("--mltcp-slope and --mltcp-intercept apply to --engine ns3 only")
         return FluidEngine()
     if name != "ns3":
         raise InputError(f"unknown engine {name!r} (one of {', '.join(ENGINES)})")
@@ -115,6 +141,10 @@ def make_engine(name: str, *, rate_scale: float | None = None, ecmp: bool = Fals
 
     settings = Ns3Settings(rate_scale=rate_scale, routing="ecmp" if ecmp else "static",
                            seed=seed)
+    if mltcp_slope is not None:
+        settings = replace(settings, mltcp_slope=mltcp_slope)
+    if mltcp_intercept is not None:
+        settings = replace(settings, mltcp_intercept=mltcp_intercept)
     settings.check()
     check_available()
     return Ns3Engine(settings)

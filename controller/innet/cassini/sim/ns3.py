@@ -49,6 +49,7 @@ from typing import Any
 from innet.cassini.model.profiles import JobProfile
 from innet.cassini.placement.cluster import ring_hops
 from innet.cassini.placement.scheduler import ClusterPlan
+from innet.cassini.sim.engine import MLTCP_INTERCEPT, MLTCP_SLOPE
 from innet.cassini.sim.fluid import FluidConfig, realign_grid, segments
 from innet.cassini.sim.steady import Cache, FluidResult, JobRun, LinkRun, run_bound
 from innet.cassini.sim.trace import JobOutcome, TraceResult, TraceSchedule, ideal_ms, trace_bound
@@ -79,6 +80,7 @@ PACKET_HOPS_PER_S = 1.2e5
 RATE_FLOWS = 10  # up to this many connections the rate is PACKET_HOPS_PER_S
 RATE_EXPONENT = 0.25
 MAX_WALL_S = 900.0
+TRANSPORTS = ("dctcp", "mltcp")
 
 
 @dataclass(frozen=True)
@@ -92,14 +94,30 @@ class Ns3Settings:
     seed: int = 0
     timeout_s: float | None = None  # None: 3 x the estimate, at least 60 s
     compensate: bool = True  # take the scaled packet time out of the compute (`compensated`)
+    transport: str = "dctcp"  # the senders' congestion control: DCTCP, or MLTCP over it
+    mltcp_slope: float = MLTCP_SLOPE
+    mltcp_intercept: float = MLTCP_INTERCEPT
 
     def check(self) -> None:
         if self.routing not in ("static", "ecmp"):
             raise InputError(f"routing must be 'static' or 'ecmp', got {self.routing!r}")
+        if self.transport not in TRANSPORTS:
+            raise InputError(f"transport must be one of {', '.join(TRANSPORTS)}, "
+                             f"got {self.transport!r}")
+        if not (self.mltcp_slope >= 0 and self.mltcp_intercept > 0):
+            raise InputError(f"MLTCP needs slope >= 0 and intercept > 0, got slope "
+                             f"{self.mltcp_slope:g}, intercept {self.mltcp_intercept:g}")
         if self.rate_scale is not None and not 0 < self.rate_scale <= 1:
             raise InputError(f"--rate-scale must be in (0, 1], got {self.rate_scale:g}")
         if self.warmup < 0:
             raise InputError(f"warmup must be >= 0, got {self.warmup}")
+
+    def transport_config(self) -> dict[str, Any]:
+        """The config's `transport` field."""
+        if self.transport == "mltcp":
+            return {"cc": "mltcp", "slope": self.mltcp_slope,
+                    "intercept": self.mltcp_intercept}
+        return {"cc": "dctcp"}
 
 
 # --------------------------------------------------------------------------- the network
@@ -324,6 +342,7 @@ def build_config(network: Network, run: Ns3Run, config: FluidConfig,
     return {
         "version": 1, "seed": settings.seed, "mss": MSS, "epoch_ms": EPOCH_MS,
         "stop_ms": stop_ms, "routing": settings.routing, "rate_scale": scale,
+        "transport": settings.transport_config(),
         # warm, long-lived connections: a window of two BDPs never limits a paced sender
         "initial_cwnd": max(10, 14 * k), "min_rto_ms": MIN_RTO_MS,
         "delack_timeout_ms": DELACK_MS,
@@ -336,6 +355,29 @@ def build_config(network: Network, run: Ns3Run, config: FluidConfig,
                       for s, t in network.next_hops.items()},
         "jobs": jobs,
     }
+
+
+def transfers_config(jobs: Sequence[JobProfile], capacity_gbps: float,
+                     starts_ms: Sequence[float], nbytes: int, settings: Ns3Settings,
+                     sample_ms: float = 10.0) -> dict[str, Any]:
+    """A config for watching how a link is shared: every job of `jobs` (only their names
+    and count matter) on one link (`dumbbell`), sending `nbytes` on each of its flows at the
+    link's (scaled) rate once, starting at its entry of `starts_ms`, then computing for far
+    longer than anything here lasts; every flow's delivered bytes every `sample_ms`. The
+    MLTCP window rule's test and docs/cassini-mltcp.md read it."""
+    network, placement = dumbbell(jobs, capacity_gbps)
+    run = Ns3Run("transfers", tuple(jobs), placement,
+                 {j.name: float(t) for j, t in zip(jobs, starts_ms, strict=True)},
+                 {"left->right": {j.name: 1 for j in jobs}}, {"left->right": capacity_gbps})
+    cfg = build_config(network, run, FluidConfig(iterations=1, realign_pct=None),
+                       replace(settings, compensate=False, warmup=0), 20_000.0)
+    gbps = capacity_gbps * rate_scale(network, settings)
+    for job in cfg["jobs"]:
+        job["segments"] = [{"up": True, "bytes": nbytes, "gbps": gbps},
+                           {"up": False, "ms": 10_000.0}]
+        job["iteration_ms"], job["min_iteration_ms"] = 10_000.0, 0.0
+    cfg["sample_ms"] = sample_ms
+    return cfg
 
 
 def trace_config(network: Network, sched: TraceSchedule, config: FluidConfig,
@@ -659,7 +701,10 @@ class Ns3Engine:
                  else min(1.0, DEFAULT_TARGET_GBPS / fastest))
         routing = ("innet.routing's static routes" if self.settings.routing == "static"
                    else "ns-3 random per-packet ECMP (not innet's routes)")
-        return (f"ns-3 {NS3_VERSION}, DCTCP + RED/ECN; rates scaled x{scale:.3g} (fastest link "
+        cc = ("DCTCP" if self.settings.transport == "dctcp" else
+              f"MLTCP over DCTCP (F = {self.settings.mltcp_slope:g} r + "
+              f"{self.settings.mltcp_intercept:g})")
+        return (f"ns-3 {NS3_VERSION}, {cc} + RED/ECN; rates scaled x{scale:.3g} (fastest link "
                 f"{fastest:g} -> {fastest * scale:.3g} Gbps, delays x{1 / scale:.3g}); "
                 f"{routing}; "
                 + ("no warm-up (JCT from arrival, slow start included)" if trace else
@@ -733,6 +778,12 @@ class Ns3Engine:
         run = run_of_plan(plan, only)
         hosts = sorted({h for hs in run.placement.values() for h in hs})
         return self.run(network_of(topology, hosts), run, config)
+
+    def with_transport(self, transport: str) -> Ns3Engine:
+        """The same runs with `transport` on every sender (checked here: one line)."""
+        settings = replace(self.settings, transport=transport)
+        settings.check()
+        return replace(self, settings=settings)
 
     def link(self, jobs: Sequence[JobProfile], capacity_gbps: float,
              shifts_ms: Mapping[str, float], config: FluidConfig, label: str) -> FluidResult:
