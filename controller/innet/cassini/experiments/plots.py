@@ -21,7 +21,8 @@ from innet.cassini.model.profiles import JobProfile
 from innet.cassini.sim.steady import FluidResult
 
 _STYLES = {"base": ("#c0392b", "-"), "base+shifts": ("#e67e22", "--"),
-           "cassini": ("#2471a3", "-")}
+           "cassini": ("#2471a3", "-"), "mltcp": ("#1e8449", ":"),
+           "cassini+mltcp": ("#7d3c98", "--")}
 
 
 def plot_cdf(results: Sequence[FluidResult], path: Path, *, normalise: bool,
