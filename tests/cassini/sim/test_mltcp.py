@@ -7,6 +7,7 @@ reason (and fail under INNET_REQUIRE_P4=1, as in CI).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,12 @@ from ns3_helpers import needs_ns3
 
 from innet.cassini.experiments.evaluation import evaluate_link
 from innet.cassini.experiments.settings import EvaluationSettings
-from innet.cassini.experiments.trace_sweep import TraceDraw, TraceFigures, summarise_traces
+from innet.cassini.experiments.trace_sweep import (
+    TraceDraw,
+    TraceFigures,
+    summarise_traces,
+    trace_sweep_text,
+)
 from innet.cassini.experiments.traces import Trace
 from innet.cassini.model.profiles import load_jobs
 from innet.cassini.placement.scheduler import PlannerSettings
@@ -163,6 +169,10 @@ def test_a_sweep_summary_reports_each_policy_and_its_own_losses() -> None:
     assert summary["worse_draws"] == 0
     assert summary["mltcp"]["jct_mean_ms"] == pytest.approx((100 / 110) ** 0.5)
     assert summary["mltcp"]["marks_ratio"] == pytest.approx(2.0)
+    line = next(x for x in trace_sweep_text(draws, summary).splitlines() if "mltcp:" in x)
+    assert "marks 2x fewer (10)" in line and "worse than the base in 1 draws" in line
+    louder = [replace(d, arms=d.arms | {"mltcp": _figures(100.0, 40)}) for d in draws]
+    assert "marks 4x more (80)" in trace_sweep_text(louder, summarise_traces(louder))
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

@@ -247,6 +247,20 @@ def summarise_traces(draws: Sequence[TraceDraw],
     return out
 
 
+def _marks_text(ratio: float) -> str:
+    """Base's marks over an arm's, in words."""
+    return ("all marks gone" if math.isinf(ratio) else f"{ratio:.3g}x fewer" if ratio >= 1
+            else f"{1 / ratio:.3g}x more")
+
+
+def _policy_line(policy: str, g: dict[str, Any]) -> str:
+    """A policy's summary line (beside CASSINI's), with its own losses against the base."""
+    return (f"  {policy + ':':14} JCT mean {g['jct_mean_ms']:.3f}x, p99 {g['jct_p99_ms']:.3f}x; "
+            f"iteration mean {g['iter_mean_x']:.3f}x, p99 {g['iter_p99_x']:.3f}x; marks "
+            f"{_marks_text(g['marks_ratio'])} ({g['marks_total']:.4g}); worse than the base "
+            f"in {g['worse_draws']} draws")
+
+
 def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str:
     rows = []
     for d in draws:
@@ -266,9 +280,6 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
     where = ("every job alone on the engine where the base placed it"
              if summary["measured_ideal"] else "every job at its own pace")
 
-    def ratio(x: float) -> str:
-        return "all marks gone" if math.isinf(x) else f"{x:.3g}x fewer"
-
     def pct(x: float) -> str:
         return "n/a" if math.isnan(x) else f"{100 * x:.0f}%"
 
@@ -277,17 +288,12 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
         f"{summary['draws']} draws; geometric mean of base / arm (above 1: faster):",
         f"  CASSINI:       JCT mean {c['jct_mean_ms']:.3f}x, p99 {c['jct_p99_ms']:.3f}x; "
         f"iteration mean {c['iter_mean_x']:.3f}x, p99 {c['iter_p99_x']:.3f}x; marks "
-        f"{ratio(c['marks_ratio'])} ({summary['marks_total_base']:.4g} -> "
+        f"{_marks_text(c['marks_ratio'])} ({summary['marks_total_base']:.4g} -> "
         f"{c['marks_total']:.4g})",
         f"  base + shifts: JCT mean {s['jct_mean_ms']:.3f}x, p99 {s['jct_p99_ms']:.3f}x; "
         f"iteration mean {s['iter_mean_x']:.3f}x, p99 {s['iter_p99_x']:.3f}x; marks "
-        f"{ratio(s['marks_ratio'])}",
-        *[f"  {p + ':':14} JCT mean {summary[p]['jct_mean_ms']:.3f}x, p99 "
-          f"{summary[p]['jct_p99_ms']:.3f}x; iteration mean {summary[p]['iter_mean_x']:.3f}x, "
-          f"p99 {summary[p]['iter_p99_x']:.3f}x; marks {ratio(summary[p]['marks_ratio'])} "
-          f"({summary[p]['marks_total']:.4g}); worse than the base in "
-          f"{summary[p]['worse_draws']} draws"
-          for p in summary.get("policies", [])],
+        f"{_marks_text(s['marks_ratio'])}",
+        *[_policy_line(p, summary[p]) for p in summary.get("policies", [])],
         f"  ideal ({where}): "
         f"JCT mean {i['jct_mean_ms']:.3f}x, p99 {i['jct_p99_ms']:.3f}x"
         + (f"; at N x T: {summary['analytic_ideal']['jct_mean_ms']:.3f}x, "
