@@ -203,8 +203,11 @@ def served_folder(folder: Path) -> Iterator[str]:
     that does not stop is killed, its output in the failure."""
     out = folder.with_suffix(".view.txt")
     with out.open("w") as sink:
+        # started with SIGINT ignored, as a shell without job control (CI, a script) starts
+        # a background job: Ctrl-C must stop it all the same
         proc = subprocess.Popen([sys.executable, "-m", "innet.cli", "view", str(folder)],
-                                stdout=sink, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+                                stdout=sink, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         def address() -> str | None:
             found = re.match(r"view: (http://127\.0\.0\.1:\d+/\?token=[\w-]+)$",

@@ -5,7 +5,8 @@ self-contained file (`--html FILE`)."""
 from __future__ import annotations
 
 import argparse
-import time
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +47,23 @@ def cmd_view(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise InputError(f"--web {args.web[0]}:{args.web[1]}: cannot serve there: "
                          f"{exc.strerror or exc}") from None
+    # Ctrl-C and SIGTERM stop it whatever this process inherited: started as a background
+    # job of a shell without job control (CI, scripts), it inherits SIGINT ignored and
+    # Python then installs no KeyboardInterrupt, so a Ctrl-C sent to it did nothing
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         print(f"view: {server.url}", flush=True)
-        while True:
-            time.sleep(1.0)
-    except KeyboardInterrupt:
+        while not stop.wait(1.0):
+            pass
         return 0
     finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
         server.close()
 
 
