@@ -29,11 +29,10 @@ from innet.cassini.sim.engine import FluidEngine
 from innet.cassini.sim.fluid import FluidConfig
 from innet.cassini.sim.ns3 import (
     Ns3Engine,
-    Ns3Run,
     Ns3Settings,
     build_config,
     build_program,
-    dumbbell,
+    link_run,
     run_config,
     transfers_config,
 )
@@ -128,10 +127,7 @@ def test_the_fluid_model_refuses_mltcp_and_settings_refuse_unknown_policies() ->
 
 
 def test_the_config_names_the_senders_transport() -> None:
-    jobs = load_jobs(PAIR)
-    network, placement = dumbbell(jobs, 50.0)
-    run = Ns3Run("t", tuple(jobs), placement, {}, {"left->right": {j.name: 1 for j in jobs}},
-                 {"left->right": 50.0})
+    network, run = link_run(load_jobs(PAIR), 50.0, {}, "t")
     plain = build_config(network, run, FluidConfig(iterations=1), Ns3Settings(), 1000.0)
     assert plain["transport"] == {"cc": "dctcp"}
     mltcp = build_config(network, run, FluidConfig(iterations=1),
@@ -141,10 +137,7 @@ def test_the_config_names_the_senders_transport() -> None:
 
 @needs_ns3
 def test_the_program_refuses_an_unknown_transport() -> None:
-    jobs = load_jobs(PAIR)
-    network, placement = dumbbell(jobs, 50.0)
-    run = Ns3Run("t", tuple(jobs), placement, {}, {"left->right": {j.name: 1 for j in jobs}},
-                 {"left->right": 50.0})
+    network, run = link_run(load_jobs(PAIR), 50.0, {}, "t")
     cfg = build_config(network, run, FluidConfig(iterations=1), Ns3Settings(), 1000.0)
     cfg["transport"] = {"cc": "bbr"}
     with pytest.raises(RuntimeError, match=r"transport\.cc: expected 'dctcp' or 'mltcp'"):

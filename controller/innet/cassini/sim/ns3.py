@@ -357,6 +357,16 @@ def build_config(network: Network, run: Ns3Run, config: FluidConfig,
     }
 
 
+def link_run(jobs: Sequence[JobProfile], capacity_gbps: float,
+             shifts_ms: Mapping[str, float], label: str) -> tuple[Network, Ns3Run]:
+    """Every job on one shared link (`dumbbell`) at its shift: the network and the run."""
+    network, placement = dumbbell(jobs, capacity_gbps)
+    run = Ns3Run(label, tuple(jobs), placement,
+                 {j.name: float(shifts_ms.get(j.name, 0.0)) for j in jobs},
+                 {"left->right": {j.name: 1 for j in jobs}}, {"left->right": capacity_gbps})
+    return network, run
+
+
 def transfers_config(jobs: Sequence[JobProfile], capacity_gbps: float,
                      starts_ms: Sequence[float], nbytes: int, settings: Ns3Settings,
                      sample_ms: float = 10.0) -> dict[str, Any]:
@@ -365,10 +375,9 @@ def transfers_config(jobs: Sequence[JobProfile], capacity_gbps: float,
     link's (scaled) rate once, starting at its entry of `starts_ms`, then computing for far
     longer than anything here lasts; every flow's delivered bytes every `sample_ms`. The
     MLTCP window rule's test and docs/cassini-mltcp.md read it."""
-    network, placement = dumbbell(jobs, capacity_gbps)
-    run = Ns3Run("transfers", tuple(jobs), placement,
-                 {j.name: float(t) for j, t in zip(jobs, starts_ms, strict=True)},
-                 {"left->right": {j.name: 1 for j in jobs}}, {"left->right": capacity_gbps})
+    network, run = link_run(jobs, capacity_gbps,
+                            {j.name: float(t) for j, t in zip(jobs, starts_ms, strict=True)},
+                            "transfers")
     cfg = build_config(network, run, FluidConfig(iterations=1, realign_pct=None),
                        replace(settings, compensate=False, warmup=0), 20_000.0)
     gbps = capacity_gbps * rate_scale(network, settings)
@@ -787,11 +796,7 @@ class Ns3Engine:
 
     def link(self, jobs: Sequence[JobProfile], capacity_gbps: float,
              shifts_ms: Mapping[str, float], config: FluidConfig, label: str) -> FluidResult:
-        network, placement = dumbbell(jobs, capacity_gbps)
-        traffic = {"left->right": {j.name: 1 for j in jobs}}
-        run = Ns3Run(label, tuple(jobs), placement,
-                     {j.name: float(shifts_ms.get(j.name, 0.0)) for j in jobs}, traffic,
-                     {"left->right": capacity_gbps})
+        network, run = link_run(jobs, capacity_gbps, shifts_ms, label)
         return self.run(network, run, config)
 
 
