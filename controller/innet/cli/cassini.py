@@ -43,6 +43,7 @@ from innet.cassini.model.profiles import (
 )
 from innet.cassini.placement.scheduler import (
     DEFAULT_CHECK,
+    PlanGuard,
     PlannerSettings,
     Schedule,
     schedule,
@@ -56,6 +57,7 @@ from innet.cassini.sim.engine import (
     make_engine,
 )
 from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.guard import GUARD_ITERATIONS, PacketGuard
 from innet.cli.argtypes import SEED, float_in, int_in, positive_float
 from innet.cli.options import add_force, add_json, add_seed
 from innet.cli.outpaths import output_dir, output_file
@@ -453,6 +455,14 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
                         f"(default {MLTCP_SLOPE:g})")
     p.add_argument("--mltcp-intercept", type=float_in(0, 100, low_open=True), default=None,
                    metavar="I", help=f"ns3: MLTCP's I (default {MLTCP_INTERCEPT:g})")
+    p.add_argument("--guard", choices=("ns3", "none"), default=None,
+                   help="before CASSINI commits a pick the fluid check prefers to the base's, "
+                        "run both briefly on ns-3 where they differ and keep the base's "
+                        "unless the pick is no worse there (docs/cassini-guard.md; default: "
+                        "ns3 with --engine ns3, none otherwise)")
+    p.add_argument("--guard-iterations", type=_count, default=GUARD_ITERATIONS, metavar="N",
+                   help=f"the guard runs each job at most N of the iterations it has left "
+                        f"(default {GUARD_ITERATIONS})")
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -531,12 +541,28 @@ def _progress(total: int) -> Iterator[Callable[[int], None]]:
 
 
 def _planner(args: argparse.Namespace, config: FluidConfig = DEFAULT_CHECK,
-             precision_deg: float | None = None) -> PlannerSettings:
+             precision_deg: float | None = None, engine: Engine | None = None
+             ) -> PlannerSettings:
     """The planner the options ask for, checking with `config`; `precision_deg` overrides
-    --precision-deg (the sweeps and trace replays have always searched at the default)."""
+    --precision-deg (the sweeps and trace replays have always searched at the default);
+    `engine`: the evaluation's, whose packets the guard uses when it is ns-3."""
     return PlannerSettings(args.candidates, args.checked,
                            args.precision_deg if precision_deg is None else precision_deg,
-                           args.seed, config)
+                           args.seed, config, _guard(args, engine))
+
+
+def _guard(args: argparse.Namespace, engine: Engine | None) -> PlanGuard | None:
+    """--guard: ns-3 by default when the arms are measured on ns-3 (with their settings)."""
+    which = getattr(args, "guard", None)
+    if which is None:
+        which = "ns3" if engine is not None and engine.name == "ns3" else "none"
+    if which == "none" or args.checked == 0:
+        return None
+    if engine is None or engine.name != "ns3":
+        engine = make_engine("ns3", seed=args.seed)
+    guard = PacketGuard(engine.with_transport("dctcp"), args.guard_iterations)
+    guard.check()
+    return guard
 
 
 def _schedule(args: argparse.Namespace) -> tuple[Schedule, Any, tuple[JobProfile, ...]]:
@@ -635,7 +661,7 @@ def _evaluate_trace(args: argparse.Namespace, config: FluidConfig, engine: Engin
     config = replace(DEFAULT_CHECK, threshold_kb=config.threshold_kb,
                      realign_pct=config.realign_pct if config.realign_pct is not None else 5.0,
                      realign_budget_pct=config.realign_budget_pct, force=config.force)
-    planner = _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG)
+    planner = _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG, engine=engine)
     draw = evaluate_trace(topo, trace, EvaluationSettings(planner, engine, config,
                                                          _mltcp_policies(args)))
     _warn(draw.warnings)
@@ -712,15 +738,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     prefix = args.prefix if args.prefix is not None else f"cassini-{Path(args.jobs).stem}-"
     if args.capacity is not None:
         ev = evaluate_link(jobs, check_capacity(args.capacity),
-                           EvaluationSettings(_planner(args), engine, config,
+                           EvaluationSettings(_planner(args, engine=engine), engine, config,
                                               _mltcp_policies(args)), force=args.force)
         where = ev.where
     else:
         topo = load_topology(args.topology)
         with _progress(args.candidates) as progress:
-            ev = evaluate_cluster(topo, jobs, EvaluationSettings(_planner(args), engine, config,
-                                                                 _mltcp_policies(args)),
-                                  progress)
+            settings = EvaluationSettings(_planner(args, engine=engine), engine, config,
+                                          _mltcp_policies(args))
+            ev = evaluate_cluster(topo, jobs, settings, progress)
         assert ev.plan is not None
         where = f"{args.topology}, CASSINI keeps candidate #{ev.plan.candidate}"
     _warn(ev.warnings)
@@ -758,9 +784,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.policy and args.trace is None:
         raise InputError("--policy applies to trace sweeps (--trace) and to evaluate, not to "
                          "sweeps of a jobs file's placements")
+    engine = _engine(args)
     evaluation = EvaluationSettings(
-        _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG), _engine(args), config,
-        _mltcp_policies(args))
+        _planner(args, config, precision_deg=DEFAULT_PRECISION_DEG, engine=engine), engine,
+        config, _mltcp_policies(args))
     settings = SweepSettings(evaluation, args.draws, args.workers or os.cpu_count() or 1,
                              args.dask)
     from innet.progress import bar as progress_bar

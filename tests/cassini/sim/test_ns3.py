@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from innet.cassini.model.profiles import load_jobs, zoo_job
 from innet.cassini.placement.cluster import ring_hops
 from innet.cassini.placement.scheduler import PlannerSettings, schedule
 from innet.cassini.sim.fluid import FluidConfig
+from innet.cassini.sim.guard import PacketGuard
 from innet.cassini.sim.ns3 import (
     Ns3Engine,
     Ns3Settings,
@@ -236,6 +238,25 @@ def test_four_jobs_on_the_leaf_spine_go_the_way_bmv2_measured() -> None:
     assert base.marks > 1000 and cassini.marks * 100 < base.marks
     assert shifted.marks > 0.9 * base.marks               # shifts alone do not cut them
     assert mean < base_mean and p99 * 1.5 < base_p99
+
+
+@needs_ns3
+def test_the_packet_guard_keeps_a_pick_packets_agree_with_and_turns_down_a_worse_one() -> None:
+    """On the four-job scenario packets agree with the fluid check (the test above): the
+    guard runs the base's plan and CASSINI's pick once each, briefly, and the pick stands.
+    Asked the other way round (the base's plan as the option against CASSINI's), it turns
+    the option down."""
+    topo, jobs = load_topology(LEAFSPINE), load_jobs(FOUR)
+    settings = PlannerSettings(candidates=20, checked=20, precision_deg=5.0)
+    plain = schedule(topo, jobs, settings)
+    guard = PacketGuard(Ns3Engine())
+    guarded = schedule(topo, jobs, replace(settings, guard=guard))
+    assert guarded.guard_runs == 2
+    assert [c.guard for c in guarded.checked if c.guard] == ["accepted"]
+    assert dict(guarded.cassini.placement) == dict(plain.cassini.placement)
+    assert dict(guarded.cassini.shifts_ms) == dict(plain.cassini.shifts_ms)
+    config = PlannerSettings().config
+    assert guard.first_accepted(topo, plain.cassini, [plain.base], None, config) == (None, 2)
 
 
 # ------------------------------------------------------------------------- bad input

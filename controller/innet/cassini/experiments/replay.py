@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from innet.cassini.experiments.traces import Trace, check_fits
@@ -41,9 +41,17 @@ class TracePlans:
     base: TraceSchedule
     base_shifted: TraceSchedule
     cassini: TraceSchedule
+    # CASSINI's rounds and what its guard did in them (`GuardCount`); empty without a guard
+    guard: Mapping[str, int] = field(default_factory=dict)
 
     def arms(self) -> tuple[TraceSchedule, ...]:
         return (self.base, self.base_shifted, self.cassini)
+
+
+# rounds planned; rounds the guard was asked (the fluid check preferred something to the
+# base's placement); rounds it turned the fluid check's first pick down; rounds that then
+# kept the base's placement; packet-level runs it made
+GUARD_COUNTS: tuple[str, ...] = ("rounds", "asked", "turned_down", "kept_base", "runs")
 
 
 @dataclass
@@ -57,6 +65,16 @@ class _Arm:
     routes: dict[str, tuple[tuple[str, ...], ...]]
     capacity: dict[str, float]
     warnings: list[str]
+    guard: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GUARD_COUNTS, 0))
+
+
+def _count_guard(counts: dict[str, int], s: Schedule) -> None:
+    verdicts = [c.guard for c in s.checked if c.guard]
+    counts["rounds"] += 1
+    counts["asked"] += bool(verdicts)
+    counts["turned_down"] += "worse" in verdicts
+    counts["kept_base"] += bool(verdicts) and "accepted" not in verdicts
+    counts["runs"] += s.guard_runs
 
 
 def keep_running(plan: ClusterPlan, previous: Mapping[str, float]) -> dict[str, float]:
@@ -109,8 +127,10 @@ def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Schedule], ClusterPl
             at += 1
         if not queue or min(replaying.profiles[q].gpus for q in queue) > replaying.free_gpus():
             continue
-        plan = pick(schedule(cluster, replaying.jobs_at(t, queue), settings,
-                             finishing=replaying.finishing(t, queue)))
+        planned = schedule(cluster, replaying.jobs_at(t, queue), settings,
+                           finishing=replaying.finishing(t, queue))
+        _count_guard(replaying.arm.guard, planned)
+        plan = pick(planned)
         replaying.place(plan, queue, t)
         if progress is not None:
             progress(t)
@@ -203,7 +223,8 @@ def plan_trace(topology: Topology | Cluster, trace: Trace,
     cassini = _replay(cluster, trace, lambda s: s.cassini, settings, progress)
     return TracePlans(_schedule_of("base", trace, base, False),
                       _schedule_of("base+shifts", trace, base, True),
-                      _schedule_of("cassini", trace, cassini, True))
+                      _schedule_of("cassini", trace, cassini, True),
+                      dict(cassini.guard) if settings.guard is not None else {})
 
 
 SHARE_MIN_GAP = 0.005  # below this share of the base's JCT, a draw has nothing to capture

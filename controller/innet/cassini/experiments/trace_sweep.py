@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from innet.cassini.experiments.draws import run_tasks
-from innet.cassini.experiments.replay import SHARE_MIN_GAP, TracePlans, jct_share, plan_trace
+from innet.cassini.experiments.replay import (
+    GUARD_COUNTS,
+    SHARE_MIN_GAP,
+    TracePlans,
+    jct_share,
+    plan_trace,
+)
 from innet.cassini.experiments.settings import (
     DEFAULT_EVALUATION,
     EvaluationSettings,
@@ -71,6 +77,7 @@ class TraceDraw:
     # mean and p99 iteration over its own T in that run alone; None on the fluid model, where
     # every iteration alone takes exactly T (1.0)
     measured_ideal_iteration: tuple[float, float] | None = None
+    guard: Mapping[str, int] = field(default_factory=dict)  # replay.GUARD_COUNTS; {}: none
 
     @property
     def reference(self) -> tuple[float, float]:
@@ -102,7 +109,8 @@ class TraceDraw:
                                     "iter_mean_x": self.reference_iteration[0],
                                     "iter_p99_x": self.reference_iteration[1]}),
                 "share_mean": _null(self.share(0)), "share_p99": _null(self.share(1)),
-                "worse": self.worse(), "jobs": self.jobs, "warnings": list(self.warnings)}
+                "worse": self.worse(), "jobs": self.jobs, "warnings": list(self.warnings),
+                "guard": dict(self.guard) or None}
 
 
 def _null(x: float) -> float | None:
@@ -161,7 +169,7 @@ def evaluate_trace(topology: Topology, trace: Trace,
         measured, measured_iteration = alone.jct(), alone.iteration_slowdown()
         jobs["ideal"] = [j.to_dict() for j in alone.jobs]
     return TraceDraw(index, trace, arms, (float(ideal.mean()), float(np.percentile(ideal, 99))),
-                     jobs, plans.cassini.warnings, measured, measured_iteration)
+                     jobs, plans.cassini.warnings, measured, measured_iteration, plans.guard)
 
 
 def run_trace_draw(topology: Topology, spec: TraceSpec, settings: EvaluationSettings,
@@ -244,7 +252,19 @@ def summarise_traces(draws: Sequence[TraceDraw],
     out["worse_draw_indices"] = worse
     out["max_loss"] = max((getattr(d.arms["cassini"], k) / getattr(d.arms["base"], k) - 1
                            for d in draws for k in _KEYS), default=0.0)
+    if any(d.guard for d in draws):
+        out["guard"] = {k: sum(d.guard.get(k, 0) for d in draws) for k in GUARD_COUNTS}
     return out
+
+
+def _guard_lines(summary: dict[str, Any]) -> list[str]:
+    """What the packet-level guard did, summed over the draws (none without a guard)."""
+    g = summary.get("guard")
+    if not g:
+        return []
+    return [f"Guard: asked in {g['asked']} of CASSINI's {g['rounds']} rounds, turned the "
+            f"fluid check's pick down in {g['turned_down']} (kept the base's placement in "
+            f"{g['kept_base']}); {g['runs']} runs on the engine."]
 
 
 def _marks_text(ratio: float) -> str:
@@ -312,7 +332,7 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
         f"Worse than "
         f"the base by more than {100 * summary['tolerance']:g}% (JCT or iteration, mean or "
         f"p99) in {summary['worse_draws']} of {summary['draws']} draws (largest loss "
-        f"{100 * summary['max_loss']:+.1f}%)."])
+        f"{100 * summary['max_loss']:+.1f}%).", *_guard_lines(summary)])
 
 
 def evaluation_trace_text(d: TraceDraw) -> str:

@@ -13,8 +13,8 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -285,6 +285,7 @@ class CheckedOption:
     cost: float  # what the choice minimises among the feasible ones
     jct_mean_ms: float = math.nan  # completion times, when the round knows them (`finishing`)
     jct_p99_ms: float = math.nan
+    guard: str = ""  # the packet-level guard's verdict: "accepted", "worse", or "" (not asked)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -298,12 +299,30 @@ class Schedule:
     base_shifted: ClusterPlan  # the base's pick with CASSINI's shifts
     cassini: ClusterPlan  # CASSINI's pick among the candidates, with its shifts
     checked: tuple[CheckedOption, ...] = ()  # the fluid check behind CASSINI's pick
+    guard_runs: int = 0  # packet-level runs the guard made before CASSINI's pick stood
 
 
 DEFAULT_CHECKED = 20
 DEFAULT_CHECK = FluidConfig(iterations=40, realign_pct=5.0, realign_budget_pct=10.0)
 MARKS_WEIGHT = 0.1  # cost = log mean_x + log p99_x + MARKS_WEIGHT x log marks ratio
 _MARKS_FLOOR = 1e3  # packets: below this a marks ratio means nothing
+GUARD_TRIES = 2  # options a guard may run before CASSINI falls back to the base's placement
+
+
+Finishing = Mapping[str, tuple[float, int]]  # job -> (ms since it arrived, iterations left)
+
+
+class PlanGuard(Protocol):
+    """A second opinion on the fluid check's pick before it is committed: the fluid model
+    shares links max-min with fluid queues, and a gain it predicts can be a loss on a packet
+    network (docs/cassini-guard.md). Given the reference (the base's placement without
+    shifts) and the options the fluid check prefers to it, best first, the guard answers
+    with the index of the first option it accepts (None: keep the reference) and how many
+    runs it made."""
+
+    def first_accepted(self, topology: Topology, reference: ClusterPlan,
+                       options: Sequence[ClusterPlan], finishing: Finishing | None,
+                       config: FluidConfig) -> tuple[int | None, int]: ...
 
 
 @dataclass(frozen=True)
@@ -311,13 +330,15 @@ class PlannerSettings:
     """How CASSINI plans, the same in every round and every draw (picklable: sweeps ship
     it to workers): the base's candidates, how many of them the fluid check runs (0: the
     paper's ranking alone), the angle step of the shift search, the seed of the search's
-    restarts and of the candidates, and the fluid run the check measures with."""
+    restarts and of the candidates, the fluid run the check measures with, and the guard
+    (None: the fluid check's pick stands) that must accept a pick other than the base's."""
 
     candidates: int = 20
     checked: int = DEFAULT_CHECKED
     precision_deg: float = DEFAULT_PRECISION_DEG
     seed: int = 0
     config: FluidConfig = DEFAULT_CHECK
+    guard: PlanGuard | None = None
 
     def check(self) -> None:
         if self.candidates < 1:
@@ -327,9 +348,6 @@ class PlannerSettings:
 
 
 DEFAULT_PLANNER = PlannerSettings()
-
-
-Finishing = Mapping[str, tuple[float, int]]  # job -> (ms since it arrived, iterations left)
 
 
 class Figures(NamedTuple):
@@ -382,36 +400,53 @@ def _figures(plan: ClusterPlan, config: FluidConfig, cache: Cache,
     return _round_figures(plan, run_config, shifted, finishing, rounds)
 
 
+def round_runs(jobs: Sequence[JobProfile], plan: ClusterPlan, finishing: Finishing,
+               shifted: bool, most: int | None = None) -> tuple[TraceJobRun, ...]:
+    """`jobs` of `plan` as a trace from now (time 0): each arrived what it has spent ago
+    and trains the iterations it has left (at least 1, at most `most`), at the plan's shift
+    when `shifted` (then CASSINI's agent keeps it there)."""
+    runs = []
+    for j in jobs:
+        spent, left = finishing[j.name]
+        left = max(1, left if most is None else min(most, left))
+        table = ((0.0, float(plan.shifts_ms.get(j.name, 0.0))),) if shifted else ()
+        runs.append(TraceJobRun(j, -spent, 0.0, (), left, table))
+    return tuple(runs)
+
+
+def trace_figures(parts: Sequence[TraceResult]) -> Figures:
+    """The check's figures of a round run as traces (`round_runs`), part by part."""
+    times: list[float] = []
+    slowdowns: list[float] = []
+    jct: list[float] = []
+    for part in parts:
+        for o in part.jobs:
+            times += o.iterations_ms
+            slowdowns += [t / o.iteration_ms for t in o.iterations_ms]
+            jct.append(o.jct_ms)
+    return Figures(float(np.mean(times)), float(np.percentile(times, 99)),
+                   float(np.mean(slowdowns)), float(np.percentile(slowdowns, 99)),
+                   sum(p.marks for p in parts), float(np.mean(jct)),
+                   float(np.percentile(jct, 99)))
+
+
 def _round_figures(plan: ClusterPlan, config: FluidConfig, shifted: bool,
                    finishing: Finishing, rounds: dict[tuple[Any, ...], TraceResult]
                    ) -> Figures:
     """`_figures` of a trace's round: each group of jobs sharing links run as a trace from
     now, each job for the iterations it has left (groups already run are reused)."""
-    times: list[float] = []
-    slowdowns: list[float] = []
-    jct: list[float] = []
-    marks = 0.0
+    parts = []
     for members, sub in components(plan.jobs, plan.traffic):
         cap = {link: plan.capacity_gbps[link] for link in sub}
-        runs = tuple(TraceJobRun(j, -finishing[j.name][0], 0.0, (),
-                                 max(1, finishing[j.name][1]),
-                                 ((0.0, float(plan.shifts_ms.get(j.name, 0.0))),)
-                                 if shifted else ())
-                     for j in members)
+        runs = round_runs(members, plan, finishing, shifted)
         key = (runs, tuple(sorted((link, tuple(sorted(per.items())), cap[link])
                                   for link, per in sub.items())), config)
         part = rounds.get(key)
         if part is None:
             part = simulate_trace(TraceSchedule(plan.mode, runs, {}, sub, cap, 1), config)
             rounds[key] = part
-        for o in part.jobs:
-            times += o.iterations_ms
-            slowdowns += [t / o.iteration_ms for t in o.iterations_ms]
-            jct.append(o.jct_ms)
-        marks += part.marks
-    return Figures(float(np.mean(times)), float(np.percentile(times, 99)),
-                   float(np.mean(slowdowns)), float(np.percentile(slowdowns, 99)), marks,
-                   float(np.mean(jct)), float(np.percentile(jct, 99)))
+        parts.append(part)
+    return trace_figures(parts)
 
 
 def _better(cost: float, footprint: tuple[int, float],
@@ -522,19 +557,43 @@ def _checked_pick(rnd: _Round, ranked: Sequence[_Evaluated], base: ClusterPlan,
             plan = rnd.plan("cassini", e, shifted)
             options.append((e, shifted, _figures(plan, config, cache, finishing, rounds)))
     report: list[CheckedOption] = []
-    best: tuple[float, tuple[int, float], int] | None = None
-    for k, (e, shifted, fig) in enumerate(options):
-        feasible = fig.no_worse(reference)
-        cost = fig.cost(reference)
+    for e, shifted, fig in options:
         report.append(CheckedOption(e.score.index, shifted, fig.mean_ms, fig.p99_ms,
-                                    fig.mean_x, fig.p99_x, fig.marks, feasible, cost,
+                                    fig.mean_x, fig.p99_x, fig.marks, fig.no_worse(reference),
+                                    fig.cost(reference),
                                     fig.jct_mean_ms if finishing is not None else math.nan,
                                     fig.jct_p99_ms if finishing is not None else math.nan))
-        if feasible and _better(cost, e.footprint(), best):
-            best = (cost, e.footprint(), k)
-    assert best is not None  # the base qualifies against itself
-    e, shifted, _ = options[best[2]]
-    return Schedule(base, base_shifted, rnd.plan("cassini", e, shifted), tuple(report))
+    order = _preference(options, reference)
+    chosen, runs = order[0], 0
+    guard = settings.guard
+    if guard is not None and chosen != 0:
+        ahead = order[:order.index(0)][:GUARD_TRIES]
+        plans = [rnd.plan("cassini", options[k][0], options[k][1]) for k in ahead]
+        accepted, runs = guard.first_accepted(rnd.planner.cluster.topology, base, plans,
+                                              finishing, config)
+        chosen = 0 if accepted is None else ahead[accepted]
+        for k in ahead[:len(ahead) if accepted is None else accepted + 1]:
+            report[k] = replace(report[k], guard="accepted" if k == chosen else "worse")
+    e, shifted, _ = options[chosen]
+    return Schedule(base, base_shifted, rnd.plan("cassini", e, shifted), tuple(report), runs)
+
+
+def _preference(options: Sequence[tuple[_Evaluated, bool, Figures]],
+                reference: Figures) -> list[int]:
+    """The feasible options (no time figure worse than the reference, which is option 0),
+    most preferred first by `_better`: lowest cost, then the smallest footprint."""
+    left = [k for k, (_, _, fig) in enumerate(options) if fig.no_worse(reference)]
+    order: list[int] = []
+    while left:
+        best: tuple[float, tuple[int, float], int] | None = None
+        for k in left:
+            e, _, fig = options[k]
+            if _better(fig.cost(reference), e.footprint(), best):
+                best = (fig.cost(reference), e.footprint(), k)
+        assert best is not None
+        order.append(best[2])
+        left.remove(best[2])
+    return order
 
 
 def plan_cluster(topology: Topology | Cluster, jobs: Sequence[JobProfile],
