@@ -180,6 +180,37 @@ def test_in_a_one_round_trace_cassini_never_loses_to_the_base(
             assert getattr(cassini, field) <= getattr(base, field) * (1 + 1e-6), (i, field)
 
 
+class _Refusing:
+    """A guard that turns every option down."""
+
+    def first_accepted(self, topology: object, reference: object, options: list[object],
+                       finishing: object, config: object) -> tuple[None, int]:
+        return None, 2 * len(options)
+
+
+def test_a_guard_that_turns_every_pick_down_leaves_cassini_the_bases_trace() -> None:
+    """Every round keeps the base's placement without shifts, so CASSINI's arm is the base's
+    to the figure, and the counts say so."""
+    topo = load_topology(LEAFSPINE)
+    trace = make_trace("poisson", topo, 1, 0, count=12, iterations=(3, 4))
+    settings = EvaluationSettings(PlannerSettings(candidates=6, checked=4, config=CONFIG,
+                                                  guard=_Refusing()), FLUID, CONFIG)
+    draw = evaluate_trace(topo, trace, settings)
+    assert draw.arms["cassini"] == draw.arms["base"]
+    g = draw.guard
+    assert g["rounds"] >= 3 and g["asked"] >= 1
+    assert g["turned_down"] == g["kept_base"] == g["asked"] and g["runs"] >= 2 * g["asked"]
+    summary = summarise_traces([draw])
+    assert summary["guard"] == dict(g)
+    assert (f"Guard: asked in {g['asked']} of CASSINI's {g['rounds']} rounds, turned the "
+            f"fluid check's pick down in {g['asked']}") in trace_sweep_text([draw], summary)
+    unguarded = evaluate_trace(topo, trace, replace(settings, planner=replace(
+        settings.planner, guard=None)))
+    assert unguarded.guard == {} and "Guard:" not in trace_sweep_text(
+        [unguarded], summarise_traces([unguarded]))
+    assert unguarded.arms["cassini"] != unguarded.arms["base"]
+
+
 def test_seeded_poisson_replay_gives_the_same_numbers() -> None:
     topo = load_topology(LEAFSPINE)
     runs = [evaluate_trace(topo, make_trace("poisson", topo, 1, 0, count=12,

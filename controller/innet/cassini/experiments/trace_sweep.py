@@ -358,4 +358,5 @@ def evaluation_trace_text(d: TraceDraw) -> str:
                       "iteration p99 (x)", "marks", "re-alignments"], rows, digits=3),
         f"CASSINI vs base: JCT mean {b.jct_mean_ms / c.jct_mean_ms:.3f}x, p99 "
         f"{b.jct_p99_ms / c.jct_p99_ms:.3f}x better; marks {marks}; it captures "
-        f"{pct(d.share(0))} of the ideal's gain in mean JCT, {pct(d.share(1))} in p99"])
+        f"{pct(d.share(0))} of the ideal's gain in mean JCT, {pct(d.share(1))} in p99",
+        *_guard_lines({"guard": d.guard})])

@@ -29,7 +29,7 @@ from innet.cassini.sim.trace import TraceSchedule
 from innet.errors import InputError
 from innet.topology import Topology
 
-GUARD_ITERATIONS = 3  # per job and run, at most: a short run, not the whole trace again
+GUARD_ITERATIONS = 10  # per job and run, at most (traces train 20-40 by default, 60-120 the long)
 
 
 def affected(reference: ClusterPlan, option: ClusterPlan) -> frozenset[str]:
