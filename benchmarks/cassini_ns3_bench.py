@@ -17,7 +17,8 @@ printed with the times and CASSINI's share of the ideal's gain, as is the load o
 machine before and after (the runs are niced: they share it). Usage:
 
     PYTHONPATH=controller python benchmarks/cassini_ns3_bench.py [--only 1024|128]
-        [--rate-scale S] [--iterations LO-HI] [--candidates N] [--checked N] [--out DIR]
+        [--rate-scale S] [--iterations LO-HI] [--candidates N] [--checked N]
+        [--guard ns3|none] [--out DIR]
 
 The fat-trees are written first if missing (`innet topo gen fattree --ports K --mbps
 50000`).
@@ -80,6 +81,9 @@ def main() -> int:
                     help="candidate placements (default 4 at 1,024 servers, 20 at 128)")
     ap.add_argument("--checked", default=None,
                     help="fluid-checked candidates (default 2 at 1,024 servers, 4 at 128)")
+    ap.add_argument("--guard", choices=("ns3", "none"), default="ns3",
+                    help="CASSINI's packet-level guard (default ns3, as `cassini sweep "
+                         "--engine ns3`; none: the fluid check's pick alone, as before it)")
     ap.add_argument("--out", default="runs/cassini-ns3-bench")
     args = ap.parse_args()
     for name, (k, draws, target, (candidates, checked)) in TARGETS.items():
@@ -93,7 +97,7 @@ def main() -> int:
                       "--draws", str(draws), "--engine", "ns3", "--rate-scale",
                       args.rate_scale, "--trace-iterations", args.iterations,
                       "--candidates", candidates, "--checked", checked,
-                      "--out", str(out))
+                      "--guard", args.guard, "--out", str(out))
         before = _load()
         t0 = time.monotonic()
         proc = subprocess.run(argv, capture_output=True, text=True, env=_env())
