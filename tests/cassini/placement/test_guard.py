@@ -3,10 +3,12 @@ and which jobs a packet-level check must run (docs/cassini-guard.md)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from innet.cassini.model.profiles import load_jobs
@@ -20,7 +22,16 @@ from innet.cassini.placement.scheduler import (
 )
 from innet.cassini.sim.engine import FluidEngine
 from innet.cassini.sim.fluid import FluidConfig
-from innet.cassini.sim.guard import PacketGuard, affected, restricted
+from innet.cassini.sim.guard import (
+    PacketGuard,
+    Samples,
+    affected,
+    bounded_above,
+    cable_groups,
+    no_worse_where_judged,
+    restricted,
+    tail_depth,
+)
 from innet.cassini.sim.steady import components
 from innet.topology import Topology, load_topology
 
@@ -119,6 +130,10 @@ def test_affected_jobs_are_the_changed_ones_and_all_their_link_partners(
         for members, _ in components(plan.jobs, plan.traffic):
             group = {j.name for j in members}
             assert group <= names or not group & names  # whole groups, in both plans
+        for link, per in plan.traffic.items():  # and whoever sends the other way
+            a, b = link.split("->")
+            if set(per) & names:
+                assert set(plan.traffic.get(f"{b}->{a}", {})) <= names
     for name in {j.name for j in base.jobs} - names:
         assert base.placement[name] == pick.placement[name]
         assert base.shifts_ms[name] == pick.shifts_ms[name]
@@ -148,3 +163,76 @@ def test_a_packet_guard_runs_nothing_when_the_plans_are_the_same(
     base = unguarded.base
     assert guard.first_accepted(leafspine, base, [replace(base, mode="cassini")], None,
                                 FluidConfig()) == (0, 0)
+
+
+# ------------------------------------------------------------------ the verdict
+
+def _mean_p99(values: Sequence[float]) -> tuple[float, float]:
+    return float(np.mean(values)), float(np.percentile(values, 99))
+
+
+def test_tail_depth_is_the_ranks_numpys_p99_reads() -> None:
+    """Oracle: change each rank alone and see whether numpy's p99 moves."""
+    for n in (1, 2, 30, 99, 100, 101, 225, 1000):
+        base = list(range(n))
+        moved = [k for k in range(n)
+                 if np.percentile([*base[:k], base[k] + 0.5, *base[k + 1:]], 99)
+                 != np.percentile(base, 99)]
+        assert moved and n - min(moved) == tail_depth(n), n
+
+
+def test_a_bounded_part_never_raises_the_wholes_mean_or_p99() -> None:
+    """Exhaustive on small parts and random others: whenever the verdict accepts `mine`
+    for `ref`, the union with any other samples has no larger mean and p99."""
+    rng = np.random.default_rng(5)
+    values = (1.0, 2.0, 3.0)
+    accepted = 0
+    for n in (1, 2, 3):
+        for mine in itertools.product(values, repeat=n):
+            for ref in itertools.product(values, repeat=n):
+                for whole in (n, n + 1, n + 3, n + 150):
+                    if not bounded_above(sorted(mine), sorted(ref), whole):
+                        continue
+                    accepted += 1
+                    for _ in range(4):
+                        others = list(rng.choice(values, whole - n))
+                        got = _mean_p99(list(mine) + others)
+                        was = _mean_p99(list(ref) + others)
+                        assert got[0] <= was[0] + 1e-12 and got[1] <= was[1] + 1e-12
+    assert accepted > 100
+
+
+def test_a_part_with_a_lower_p99_of_its_own_can_raise_the_wholes() -> None:
+    """Why the verdict reads the whole's ranks, not the part's own p99: the option lowers
+    the part's slowest iteration and raises the next ones; among the untouched jobs'
+    iterations those are the whole's p99."""
+    ref = sorted([1.0] * 7 + [1.1, 1.1, 3.0])
+    mine = sorted([1.0] * 7 + [1.5, 1.5, 2.0])
+    others = [1.0] * 190
+    assert _mean_p99(mine)[1] < _mean_p99(ref)[1] and sum(mine) <= sum(ref)
+    assert _mean_p99(mine + others)[1] > _mean_p99(ref + others)[1]
+    assert not bounded_above(mine, ref, len(mine) + len(others))
+
+
+def test_the_verdict_wants_as_many_samples_and_no_larger_sum() -> None:
+    assert not bounded_above([1.0], [1.0, 1.0], 10)
+    assert not bounded_above([0.5, 2.0], [1.0, 1.0], 2)       # the tail
+    assert not bounded_above([1.0, 1.5, 1.5], [0.1, 1.5, 1.5], 300)  # the mean
+    assert bounded_above([0.5, 1.5, 1.5], [1.0, 1.5, 1.5], 300)
+    fast = Samples((1.0, 2.0), (1.0, 1.0), (5.0,))
+    slow_jct = Samples((1.0, 2.0), (1.0, 1.0), (6.0,))
+    assert no_worse_where_judged(fast, slow_jct, 100, 30)
+    assert not no_worse_where_judged(slow_jct, fast, 100, 30)
+
+
+def test_jobs_on_the_two_directions_of_a_cable_are_one_group(unguarded: Schedule) -> None:
+    """On packets a job's ACKs queue behind the data sent the other way on its links: the
+    guard must run those jobs together (the fluid model's groups keep them apart)."""
+    base = unguarded.base
+    x, y, z = base.jobs[:3]
+    plan = replace(base, jobs=(x, y, z), traffic={
+        "s1->s2": {x.name: 1}, "s2->s1": {y.name: 1}, "s3->s4": {z.name: 2}})
+    assert sorted(map(sorted, cable_groups(plan))) == [sorted([x.name, y.name]), [z.name]]
+    assert len(components(plan.jobs, plan.traffic)) == 3
+    moved = replace(plan, placement={**plan.placement, x.name: ("elsewhere",)})
+    assert affected(plan, moved) == {x.name, y.name}

@@ -414,7 +414,7 @@ def round_runs(jobs: Sequence[JobProfile], plan: ClusterPlan, finishing: Finishi
     return tuple(runs)
 
 
-def trace_figures(parts: Sequence[TraceResult]) -> Figures:
+def _trace_figures(parts: Sequence[TraceResult]) -> Figures:
     """The check's figures of a round run as traces (`round_runs`), part by part."""
     times: list[float] = []
     slowdowns: list[float] = []
@@ -446,7 +446,7 @@ def _round_figures(plan: ClusterPlan, config: FluidConfig, shifted: bool,
             part = simulate_trace(TraceSchedule(plan.mode, runs, {}, sub, cap, 1), config)
             rounds[key] = part
         parts.append(part)
-    return trace_figures(parts)
+    return _trace_figures(parts)
 
 
 def _better(cost: float, footprint: tuple[int, float],
