@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from innet.cassini.model.profiles import JobProfile
 from innet.cassini.placement.scheduler import (
     ClusterPlan,
     Finishing,
@@ -32,17 +33,18 @@ from innet.topology import Topology
 GUARD_ITERATIONS = 10  # per job and run, at most (traces train 20-40 by default, 60-120 the long)
 
 
-def cable_groups(plan: ClusterPlan) -> list[set[str]]:
-    """`plan`'s jobs joined by the cables they share in either direction. On packets a
+def cable_groups(jobs: Sequence[JobProfile], traffic: Mapping[str, Mapping[str, int]]
+                 ) -> list[set[str]]:
+    """`jobs` joined by the cables their `traffic` shares, in either direction. On packets a
     job's ACKs ride the reverse of its data's links and queue behind the data of the jobs
     sending there, so jobs the fluid model keeps apart (it sees the data alone) still slow
     each other (docs/cassini-guard.md: the 128-server draws the guard let through when it
     grouped jobs by directed links)."""
     cables: dict[str, dict[str, int]] = {}
-    for link, per in plan.traffic.items():
+    for link, per in traffic.items():
         a, b = link.split("->")
         cables.setdefault("<->".join(sorted((a, b))), {}).update(dict.fromkeys(per, 1))
-    return [{j.name for j in members} for members, _ in components(plan.jobs, cables)]
+    return [{j.name for j in members} for members, _ in components(jobs, cables)]
 
 
 def affected(reference: ClusterPlan, option: ClusterPlan) -> frozenset[str]:
@@ -54,7 +56,8 @@ def affected(reference: ClusterPlan, option: ClusterPlan) -> frozenset[str]:
     out = {n for n in names
            if reference.placement.get(n) != option.placement.get(n)
            or reference.shifts_ms.get(n, 0.0) != option.shifts_ms.get(n, 0.0)}
-    groups = cable_groups(reference) + cable_groups(option)
+    groups = [*cable_groups(reference.jobs, reference.traffic),
+              *cable_groups(option.jobs, option.traffic)]
     grew = bool(out)
     while grew:
         grew = False
@@ -67,7 +70,7 @@ def affected(reference: ClusterPlan, option: ClusterPlan) -> frozenset[str]:
 
 def restricted(plan: ClusterPlan, names: frozenset[str], finishing: Finishing,
                most: int | None) -> TraceSchedule:
-    """`plan`'s jobs `names` (a union of its link groups) as a trace from now: each for
+    """`plan`'s jobs `names` (a union of its cable groups) as a trace from now: each for
     the iterations it has left, at most `most`."""
     jobs = [j for j in plan.jobs if j.name in names]
     traffic = {link: dict(per) for link, per in plan.traffic.items() if names & set(per)}
