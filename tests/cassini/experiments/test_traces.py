@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,6 +210,39 @@ def test_a_guard_that_turns_every_pick_down_leaves_cassini_the_bases_trace() -> 
     assert unguarded.guard == {} and "Guard:" not in trace_sweep_text(
         [unguarded], summarise_traces([unguarded]))
     assert unguarded.arms["cassini"] != unguarded.arms["base"]
+
+
+class _SlowRefusing(_Refusing):
+    """A guard that takes `seconds` to turn every option down, as ns-3 runs take time."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def first_accepted(self, topology: object, reference: object, options: list[object],
+                       finishing: object, config: object) -> tuple[None, int]:
+        import time
+
+        time.sleep(self.seconds)
+        return super().first_accepted(topology, reference, options, finishing, config)
+
+
+def test_each_cassini_round_reports_its_planning_time_guard_runs_included() -> None:
+    """One wall time per CASSINI round, and a round where the guard was asked counts the
+    guard's time (a sleep is never shorter than asked): the planner time per arrival the
+    1,024-server target is judged on must not leave the packet-level check out."""
+    topo = load_topology(LEAFSPINE)
+    trace = make_trace("poisson", topo, 1, 0, count=12, iterations=(3, 4))
+    settings = EvaluationSettings(PlannerSettings(candidates=6, checked=4, config=CONFIG,
+                                                  guard=_SlowRefusing(0.05)), FLUID, CONFIG)
+    draw = evaluate_trace(topo, trace, settings)
+    g = draw.guard
+    assert len(draw.planning_s) == g["rounds"] and g["asked"] >= 1
+    assert sorted(draw.planning_s)[-g["asked"]] >= 0.05  # the asked rounds, at least
+    p = summarise_traces([draw, replace(draw, index=1, planning_s=(9.0,))])["planning"]
+    assert p["rounds"] == g["rounds"] + 1 and p["max_s"] == 9.0
+    assert p["median_s"] == pytest.approx(statistics.median([*draw.planning_s, 9.0]))
+    text = trace_sweep_text([draw], summarise_traces([draw]))
+    assert f"Planner: CASSINI's {g['rounds']} rounds" in text and "guard runs included" in text
 
 
 def test_seeded_poisson_replay_gives_the_same_numbers() -> None:

@@ -7,12 +7,15 @@ re-plans every running job's shift. Departures are predicted at the jobs' own pa
 (ready + iterations x T): a scheduler knows how long a job trains, not what contention will
 cost it. When the measured run is slower, a job placed on GPUs still held waits for them:
 each job names the jobs that held its GPUs (`after`), and the engines start it only when
-those have left. Everything here is a pure function of its inputs.
+those have left. Everything here is a pure function of its inputs, but for the wall time
+each of CASSINI's rounds took to plan (guard runs included), kept for the report: the
+issue's question of whether the planner keeps up with arrivals at 1,024 servers.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,6 +46,8 @@ class TracePlans:
     cassini: TraceSchedule
     # CASSINI's rounds and what its guard did in them (`GuardCount`); empty without a guard
     guard: Mapping[str, int] = field(default_factory=dict)
+    # wall seconds of each of CASSINI's rounds (the schedule call, guard runs included)
+    planning_s: tuple[float, ...] = ()
 
     def arms(self) -> tuple[TraceSchedule, ...]:
         return (self.base, self.base_shifted, self.cassini)
@@ -66,6 +71,7 @@ class _Arm:
     capacity: dict[str, float]
     warnings: list[str]
     guard: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GUARD_COUNTS, 0))
+    planning_s: list[float] = field(default_factory=list)
 
 
 def _count_guard(counts: dict[str, int], s: Schedule) -> None:
@@ -107,7 +113,8 @@ def _left(end_ms: float, now_ms: float, period_ms: float) -> int:
 
 
 def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Schedule], ClusterPlan],
-            settings: PlannerSettings, progress: Callable[[float], Any] | None) -> _Arm:
+            settings: PlannerSettings, progress: Callable[[float], Any] | None,
+            clock: Callable[[], float] = time.perf_counter) -> _Arm:
     """One arm's rounds: at each arrival or predicted departure, the queued jobs that fit
     are planned around the running ones, and `pick` says which of the schedule's plans the
     arm follows."""
@@ -127,8 +134,10 @@ def _replay(cluster: Cluster, trace: Trace, pick: Callable[[Schedule], ClusterPl
             at += 1
         if not queue or min(replaying.profiles[q].gpus for q in queue) > replaying.free_gpus():
             continue
+        started = clock()
         planned = schedule(cluster, replaying.jobs_at(t, queue), settings,
                            finishing=replaying.finishing(t, queue))
+        replaying.arm.planning_s.append(clock() - started)
         _count_guard(replaying.arm.guard, planned)
         plan = pick(planned)
         replaying.place(plan, queue, t)
@@ -224,7 +233,8 @@ def plan_trace(topology: Topology | Cluster, trace: Trace,
     return TracePlans(_schedule_of("base", trace, base, False),
                       _schedule_of("base+shifts", trace, base, True),
                       _schedule_of("cassini", trace, cassini, True),
-                      dict(cassini.guard) if settings.guard is not None else {})
+                      dict(cassini.guard) if settings.guard is not None else {},
+                      tuple(cassini.planning_s))
 
 
 SHARE_MIN_GAP = 0.005  # below this share of the base's JCT, a draw has nothing to capture

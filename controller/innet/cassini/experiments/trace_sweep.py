@@ -78,6 +78,7 @@ class TraceDraw:
     # every iteration alone takes exactly T (1.0)
     measured_ideal_iteration: tuple[float, float] | None = None
     guard: Mapping[str, int] = field(default_factory=dict)  # replay.GUARD_COUNTS; {}: none
+    planning_s: tuple[float, ...] = ()  # wall seconds per CASSINI round (TracePlans)
 
     @property
     def reference(self) -> tuple[float, float]:
@@ -110,7 +111,7 @@ class TraceDraw:
                                     "iter_p99_x": self.reference_iteration[1]}),
                 "share_mean": _null(self.share(0)), "share_p99": _null(self.share(1)),
                 "worse": self.worse(), "jobs": self.jobs, "warnings": list(self.warnings),
-                "guard": dict(self.guard) or None}
+                "guard": dict(self.guard) or None, "planning_s": list(self.planning_s)}
 
 
 def _null(x: float) -> float | None:
@@ -169,7 +170,8 @@ def evaluate_trace(topology: Topology, trace: Trace,
         measured, measured_iteration = alone.jct(), alone.iteration_slowdown()
         jobs["ideal"] = [j.to_dict() for j in alone.jobs]
     return TraceDraw(index, trace, arms, (float(ideal.mean()), float(np.percentile(ideal, 99))),
-                     jobs, plans.cassini.warnings, measured, measured_iteration, plans.guard)
+                     jobs, plans.cassini.warnings, measured, measured_iteration, plans.guard,
+                     plans.planning_s)
 
 
 def run_trace_draw(topology: Topology, spec: TraceSpec, settings: EvaluationSettings,
@@ -254,7 +256,21 @@ def summarise_traces(draws: Sequence[TraceDraw],
                            for d in draws for k in _KEYS), default=0.0)
     if any(d.guard for d in draws):
         out["guard"] = {k: sum(d.guard.get(k, 0) for d in draws) for k in GUARD_COUNTS}
+    rounds = [s for d in draws for s in d.planning_s]
+    if rounds:
+        out["planning"] = {"rounds": len(rounds), "median_s": float(np.median(rounds)),
+                           "max_s": max(rounds)}
     return out
+
+
+def _planning_line(summary: dict[str, Any]) -> list[str]:
+    """How long CASSINI's rounds took to plan (none when no round was timed)."""
+    p = summary.get("planning")
+    if not p:
+        return []
+    return [f"Planner: CASSINI's {p['rounds']} rounds (an arrival or a departure that frees "
+            f"GPUs for queued jobs) took {p['median_s']:.3g} s median, {p['max_s']:.3g} s "
+            "at most, guard runs included (wall time)."]
 
 
 def _guard_lines(summary: dict[str, Any]) -> list[str]:
@@ -332,7 +348,8 @@ def trace_sweep_text(draws: Sequence[TraceDraw], summary: dict[str, Any]) -> str
         f"Worse than "
         f"the base by more than {100 * summary['tolerance']:g}% (JCT or iteration, mean or "
         f"p99) in {summary['worse_draws']} of {summary['draws']} draws (largest loss "
-        f"{100 * summary['max_loss']:+.1f}%).", *_guard_lines(summary)])
+        f"{100 * summary['max_loss']:+.1f}%).", *_guard_lines(summary),
+        *_planning_line(summary)])
 
 
 def evaluation_trace_text(d: TraceDraw) -> str:
@@ -359,4 +376,5 @@ def evaluation_trace_text(d: TraceDraw) -> str:
         f"CASSINI vs base: JCT mean {b.jct_mean_ms / c.jct_mean_ms:.3f}x, p99 "
         f"{b.jct_p99_ms / c.jct_p99_ms:.3f}x better; marks {marks}; it captures "
         f"{pct(d.share(0))} of the ideal's gain in mean JCT, {pct(d.share(1))} in p99",
-        *_guard_lines({"guard": d.guard})])
+        *_guard_lines({"guard": d.guard}),
+        *_planning_line(summarise_traces([d]))])
