@@ -200,13 +200,14 @@ def test_the_base_scheduler_is_pluggable(leafspine: Topology) -> None:
 def test_among_placements_without_contention_the_shorter_rings_win(leafspine: Topology) -> None:
     """Candidates 1 and 2 both keep the jobs apart, so the fluid check scores them the same;
     candidate 1 sends job a across two racks for nothing. CASSINI must take candidate 2:
-    its rings cross fewer links (less latency on a real network, uplinks left free)."""
+    its rings cross fewer links (less latency on a real network, uplinks left free). The
+    base spreads its jobs over three racks, so both may replace it (the next test)."""
     jobs = [zoo_job("VGG19", "a"), zoo_job("VGG19", "b")]
     apart_across = {"a": ("h1", "h5"), "b": ("h9", "h10")}
     apart_inside = {"a": ("h1", "h2"), "b": ("h9", "h10")}
 
     def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
-        return Proposal((Placement({"a": ("h1", "h5"), "b": ("h2", "h6")}),
+        return Proposal((Placement({"a": ("h1", "h5"), "b": ("h2", "h9")}),
                          Placement(apart_across), Placement(apart_inside)), ())
 
     result = schedule(leafspine, jobs, base_scheduler=fixed)
@@ -259,3 +260,25 @@ def test_links_without_capacity_are_refused(tmp_path: Path) -> None:
         plan_cluster(load_topology(topo), [zoo_job("VGG19", "a")])
     with pytest.raises(InputError, match="candidates"):
         schedule(load_topology(LEAFSPINE), [zoo_job("VGG19", "a")], PlannerSettings(candidates=0))
+
+
+def test_a_pick_never_leaves_more_free_gpus_by_busy_uplinks_than_the_base(
+        leafspine: Topology) -> None:
+    """Candidate 1 keeps the two jobs apart, so this round's check scores it better than the
+    base's placement, where they share the uplinks of racks 1 and 2 (each sends 70% of its
+    iteration: no shift interleaves them); but it spreads them over
+    four racks and leaves 12 free GPUs beside busy uplinks against the base's 4, where the
+    next arrivals would share a running job's uplink. CASSINI must keep the base's placement
+    (with its own shifts at most) and not even check candidate 1."""
+    busy = {"iteration_ms": 100, "gpus": 2, "phases": [{"start_ms": 0, "duration_ms": 70,
+                                                         "gbps": 40}]}
+    jobs = jobs_from_data({"jobs": [{"name": "a", **busy}, {"name": "b", **busy}]})
+    together = {"a": ("h1", "h5"), "b": ("h2", "h6")}
+    spread = {"a": ("h1", "h5"), "b": ("h9", "h13")}
+
+    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
+        return Proposal((Placement(together), Placement(spread)), ())
+
+    result = schedule(leafspine, jobs, base_scheduler=fixed)
+    assert result.cassini.placement == together
+    assert {o.candidate for o in result.checked} == {0}
