@@ -282,3 +282,28 @@ def test_a_pick_never_leaves_more_free_gpus_by_busy_uplinks_than_the_base(
     result = schedule(leafspine, jobs, base_scheduler=fixed)
     assert result.cassini.placement == together
     assert {o.candidate for o in result.checked} == {0}
+
+
+def test_a_pick_never_moves_a_heavier_job_beside_the_free_gpus(leafspine: Topology) -> None:
+    """In the base's placement a and h share the uplinks of racks 1 and 2 and collide (each
+    sends 70% of its iteration); candidate 1 trades h's GPUs with the light job l, so no link
+    is shared and this round's check prefers it. Both leave 10 free GPUs beside busy uplinks,
+    but candidate 1 puts heavy h beside six of them (racks 3 and 4), where the base had l:
+    jobs arriving there would meet h's traffic. CASSINI must keep the base's placement."""
+    def job(name: str, ms: int, gbps: int) -> dict[str, object]:
+        return {"name": name, "iteration_ms": 100, "gpus": 2,
+                "phases": [{"start_ms": 0, "duration_ms": ms, "gbps": gbps}]}
+
+    jobs = jobs_from_data({"jobs": [job("a", 70, 40), job("h", 70, 40), job("l", 10, 5)]})
+    base = {"a": ("h1", "h5"), "h": ("h2", "h6"), "l": ("h9", "h13")}
+    traded = {"a": ("h1", "h5"), "h": ("h9", "h13"), "l": ("h2", "h6")}
+
+    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
+        return Proposal((Placement(base), Placement(traded)), ())
+
+    result = schedule(leafspine, jobs, base_scheduler=fixed)
+    assert result.cassini.placement == base
+    assert {o.candidate for o in result.checked} == {0}
+    alone = schedule(leafspine, jobs, base_scheduler=lambda c, j, n, s: Proposal(
+        (Placement(traded), Placement(base)), ()))
+    assert alone.cassini.placement == traded  # the other way round, nothing to forbid

@@ -150,6 +150,7 @@ class _Evaluated:
     routes: Mapping[str, tuple[tuple[str, ...], ...]]
     load: float  # Mbit/ms the placement puts on the network: sum of hops x volume / T
     exposed: int  # free GPUs left in racks whose uplinks carry traffic
+    exposed_load: float  # each such free GPU times its rack's uplink load (Mbit/ms), summed
 
     def footprint(self) -> tuple[int, float]:
         """What breaks a tie in the fluid check: free GPUs next to busy uplinks first (a
@@ -229,13 +230,23 @@ class _Planner:
         load = sum(hops * self.jobs[j].volume_mbit / self.jobs[j].iteration_ms
                    for per in traffic.values() for j, hops in per.items())
         return _Evaluated(placement, score, tuple(groups), assignment, traffic, routes, load,
-                          self._exposed(placement, traffic))
+                          *self._exposed(placement, traffic))
 
-    def _exposed(self, placement: Placement, traffic: Mapping[LinkKey, Mapping[str, int]]) -> int:
+    def _exposed(self, placement: Placement, traffic: Mapping[LinkKey, Mapping[str, int]]
+                 ) -> tuple[int, float]:
+        """The free GPUs in racks whose uplinks carry traffic, and each of them weighted by
+        that traffic (Mbit/ms up from the rack): how much a job arriving there would meet."""
         hosts = self.cluster.topology.hosts
-        busy = {a for a, b in traffic if a not in hosts and b not in hosts}
+        uplink: dict[str, float] = {}
+        for (a, b), per in traffic.items():
+            if a not in hosts and b not in hosts:
+                rate = sum(hops * self.jobs[j].volume_mbit / self.jobs[j].iteration_ms
+                           for j, hops in per.items())
+                uplink[a] = uplink.get(a, 0.0) + rate
         used = Counter(self.cluster.rack_of(h) for hs in placement.hosts.values() for h in hs)
-        return sum(len(slots) - used[rack] for rack, slots in self.cluster.racks if rack in busy)
+        free = {rack: len(slots) - used[rack] for rack, slots in self.cluster.racks}
+        return (sum(n for rack, n in free.items() if rack in uplink),
+                round(sum(n * uplink.get(rack, 0.0) for rack, n in free.items()), 9))
 
     def plan(self, mode: str, chosen: _Evaluated, shifted: bool,
              candidates: Sequence[CandidateScore], waiting: Sequence[str],
@@ -463,14 +474,18 @@ def _better(cost: float, footprint: tuple[int, float],
 
 def _no_more_exposed(ranked: Sequence[_Evaluated], first: _Evaluated) -> list[_Evaluated]:
     """The candidates that leave no more free GPUs next to busy uplinks than the base's
-    placement (`first`) does: the only ones CASSINI may pick in place of it. The round's
-    check sees only the jobs placed now; a job arriving later lands on the GPUs left free,
-    and where those sit in racks whose uplinks carry traffic it shares a running job's
-    uplink. A pick that exposes more of them trades a gain now for a collision no check of
-    this round can see (docs/cassini-planner.md, step 3: in a dynamic trace such a pick
-    made the arrivals' p99 iteration 1.99x their own T, against the base's 1.34x). A full
-    cluster leaves no GPU free, so every candidate qualifies."""
-    return [e for e in ranked if e.exposed <= first.exposed]
+    placement (`first`) does, and no more traffic beside them (each free GPU weighted by its
+    rack's uplink load): the only ones CASSINI may pick in place of it. The round's check
+    sees only the jobs placed now; a job arriving later lands on the GPUs left free, and
+    where those sit in racks whose uplinks carry traffic it shares a running job's uplink.
+    A pick that exposes more of them, or moves a heavier job beside them, trades a gain now
+    for a collision no check of this round can see (docs/cassini-planner.md, step 3: in
+    dynamic traces such picks made the arrivals' p99 iteration 1.99x their own T against
+    the base's 1.34x, and 1.32x against 1.18x). A full cluster leaves no GPU free, so every
+    candidate qualifies."""
+    slack = 1 + 1e-9
+    return [e for e in ranked if e.exposed <= first.exposed
+            and e.exposed_load <= first.exposed_load * slack]
 
 
 def _to_check(ranked: Sequence[_Evaluated], checked: int) -> list[_Evaluated]:
