@@ -279,7 +279,8 @@ def test_a_pick_never_leaves_more_free_gpus_by_busy_uplinks_than_the_base(
     def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
         return Proposal((Placement(together), Placement(spread)), ())
 
-    result = schedule(leafspine, jobs, base_scheduler=fixed)
+    round_ = {j.name: (0.0, 20) for j in jobs}  # a trace's round: later jobs may arrive
+    result = schedule(leafspine, jobs, base_scheduler=fixed, finishing=round_)
     assert result.cassini.placement == together
     assert {o.candidate for o in result.checked} == {0}
 
@@ -301,9 +302,10 @@ def test_a_pick_never_moves_a_heavier_job_beside_the_free_gpus(leafspine: Topolo
     def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
         return Proposal((Placement(base), Placement(traded)), ())
 
-    result = schedule(leafspine, jobs, base_scheduler=fixed)
+    round_ = {j.name: (0.0, 20) for j in jobs}  # a trace's round: later jobs may arrive
+    result = schedule(leafspine, jobs, base_scheduler=fixed, finishing=round_)
     assert result.cassini.placement == base
     assert {o.candidate for o in result.checked} == {0}
     alone = schedule(leafspine, jobs, base_scheduler=lambda c, j, n, s: Proposal(
-        (Placement(traded), Placement(base)), ()))
+        (Placement(traded), Placement(base)), ()), finishing=round_)
     assert alone.cassini.placement == traded  # the other way round, nothing to forbid

@@ -482,7 +482,8 @@ def _no_more_exposed(ranked: Sequence[_Evaluated], first: _Evaluated) -> list[_E
     for a collision no check of this round can see (docs/cassini-planner.md, step 3: in
     dynamic traces such picks made the arrivals' p99 iteration 1.99x their own T against
     the base's 1.34x, and 1.32x against 1.18x). A full cluster leaves no GPU free, so every
-    candidate qualifies."""
+    candidate qualifies. Only a trace's rounds (`schedule(finishing=...)`) ask this: a plan
+    of a fixed set of jobs has no later arrivals to spare."""
     slack = 1 + 1e-9
     return [e for e in ranked if e.exposed <= first.exposed
             and e.exposed_load <= first.exposed_load * slack]
@@ -577,7 +578,8 @@ def _checked_pick(rnd: _Round, ranked: Sequence[_Evaluated], base: ClusterPlan,
     options: list[tuple[_Evaluated, bool, Figures]] = [
         (first, False, reference),
         (first, True, _figures(base_shifted, config, cache, finishing, rounds))]
-    for e in _to_check(_no_more_exposed(ranked, first), settings.checked):
+    allowed = ranked if finishing is None else _no_more_exposed(ranked, first)
+    for e in _to_check(allowed, settings.checked):
         for shifted in (True, False):
             if e is first:
                 continue
