@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -262,6 +262,17 @@ def test_links_without_capacity_are_refused(tmp_path: Path) -> None:
         schedule(load_topology(LEAFSPINE), [zoo_job("VGG19", "a")], PlannerSettings(candidates=0))
 
 
+def _round_among(topology: Topology, jobs: Sequence[JobProfile],
+                 *placements: Mapping[str, tuple[str, ...]]) -> Schedule:
+    """A trace's round (later jobs may arrive) whose base proposes `placements`, the first
+    its own pick."""
+    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
+        return Proposal(tuple(Placement(p) for p in placements), ())
+
+    return schedule(topology, jobs, base_scheduler=fixed,
+                    finishing={j.name: (0.0, 20) for j in jobs})
+
+
 def test_a_pick_never_leaves_more_free_gpus_by_busy_uplinks_than_the_base(
         leafspine: Topology) -> None:
     """Candidate 1 keeps the two jobs apart, so this round's check scores it better than the
@@ -276,11 +287,7 @@ def test_a_pick_never_leaves_more_free_gpus_by_busy_uplinks_than_the_base(
     together = {"a": ("h1", "h5"), "b": ("h2", "h6")}
     spread = {"a": ("h1", "h5"), "b": ("h9", "h13")}
 
-    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
-        return Proposal((Placement(together), Placement(spread)), ())
-
-    round_ = {j.name: (0.0, 20) for j in jobs}  # a trace's round: later jobs may arrive
-    result = schedule(leafspine, jobs, base_scheduler=fixed, finishing=round_)
+    result = _round_among(leafspine, jobs, together, spread)
     assert result.cassini.placement == together
     assert {o.candidate for o in result.checked} == {0}
 
@@ -299,13 +306,8 @@ def test_a_pick_never_moves_a_heavier_job_beside_the_free_gpus(leafspine: Topolo
     base = {"a": ("h1", "h5"), "h": ("h2", "h6"), "l": ("h9", "h13")}
     traded = {"a": ("h1", "h5"), "h": ("h9", "h13"), "l": ("h2", "h6")}
 
-    def fixed(cluster: Cluster, jobs: Sequence[JobProfile], count: int, seed: int) -> Proposal:
-        return Proposal((Placement(base), Placement(traded)), ())
-
-    round_ = {j.name: (0.0, 20) for j in jobs}  # a trace's round: later jobs may arrive
-    result = schedule(leafspine, jobs, base_scheduler=fixed, finishing=round_)
+    result = _round_among(leafspine, jobs, base, traded)
     assert result.cassini.placement == base
     assert {o.candidate for o in result.checked} == {0}
-    alone = schedule(leafspine, jobs, base_scheduler=lambda c, j, n, s: Proposal(
-        (Placement(traded), Placement(base)), ()), finishing=round_)
+    alone = _round_among(leafspine, jobs, traded, base)
     assert alone.cassini.placement == traded  # the other way round, nothing to forbid
