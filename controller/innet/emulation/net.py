@@ -529,11 +529,14 @@ def remove_orphans(run_dir: str, fp: Footprint, topology: Topology | None = None
     namespaces, in_namespaces = _orphan_namespaces(fp.namespaces)
     shells = {pid for name, pid in fp.shells if is_shell_of(_cmdline(pid), name)}
     others = (in_namespaces | shells) - switches
-    _kill_all(switches | others)
+    # the interfaces are counted before the kill: ending a host's namespace takes its veth's
+    # root side with it, at a moment of the kernel's choosing (its netns cleanup work), and
+    # counted after, the same network would be reported with a varying number removed
     present = set(_root_interfaces())
     names = [n for n in dict.fromkeys(fp.interfaces) if n in present]
     if topology is not None:
         names += [n for n in own_leftovers(topology) if n not in names]
+    _kill_all(switches | others)
     for name in names:  # a veth's peer goes with it: the second `del` of a pair just fails
         subprocess.run(["ip", "link", "del", name], capture_output=True)
     gone = set(names) - set(_root_interfaces())
