@@ -26,7 +26,7 @@ from innet.cassini.experiments.traces import Trace, TraceJob, load_trace, make_t
 from innet.cassini.model.geometry import best_shifts
 from innet.cassini.model.profiles import single_phase_job, zoo_job
 from innet.cassini.placement.cluster import cluster_from_topology
-from innet.cassini.placement.scheduler import PlannerSettings, schedule
+from innet.cassini.placement.scheduler import ClusterPlan, PlannerSettings, schedule
 from innet.cassini.sim.engine import Engine, FluidEngine
 from innet.cassini.sim.fluid import FluidConfig
 from innet.cassini.sim.steady import FluidResult, JobRun
@@ -554,20 +554,62 @@ def test_an_ns3_draws_runs_at_once_give_what_they_give_one_after_the_other() -> 
     assert set(draws[0].jobs) == {"base", "base+shifts", "cassini", "ideal"}
 
 
-def test_replanned_shifts_move_running_jobs_least() -> None:
-    """A re-plan translates each component by one common time: relative shifts (what the
-    links' interleaving depends on) stay the plan's, and a running job keeps its shift."""
-    from innet.cassini.experiments.replay import keep_running
-
+def _two_vggs_sharing_a_link() -> ClusterPlan:
     topo = load_topology(LEAFSPINE)
     jobs = [replace(zoo_job("VGG19", "a", 2), hosts=("h1", "h5")),
             replace(zoo_job("VGG19", "b", 2), hosts=("h2", "h6"))]
     plan = schedule(topo, jobs, PlannerSettings(candidates=1, checked=0)).base_shifted
     assert plan.shifts_ms["b"] != plan.shifts_ms["a"]  # they share the l1-l2 links
-    kept = keep_running(plan, {"b": 10.0})
-    assert kept["b"] == pytest.approx(10.0)
-    rel = (plan.shifts_ms["b"] - plan.shifts_ms["a"]) % 240
-    assert (kept["b"] - kept["a"]) % 240 == pytest.approx(rel)
+    return plan
+
+
+def _wait(shift: float, ready: float, period: float) -> float:
+    """What an agent ready at `ready` waits for its grid (the engines' rule)."""
+    w = (shift - ready) % period
+    return 0.0 if min(w, period - w) < 1e-6 else w
+
+
+def test_replanned_shifts_keep_the_interleaving_and_make_agents_wait_least() -> None:
+    """A re-plan translates each component by one common time: relative shifts (what the
+    links' interleaving depends on) stay the plan's, and the running job's wait at its next
+    grid point plus the new job's before its first iteration is the least any translation
+    gives (every translation tried, 0.01 ms apart)."""
+    from innet.cassini.experiments.replay import keep_running
+
+    plan = _two_vggs_sharing_a_link()
+    period = plan.job("a").iteration_ms
+    for running_at, now in ((10.0, 1000.0), (100.0, 1000.0), (200.0, 1037.5), (0.0, 0.0)):
+        kept = keep_running(plan, {"b": running_at}, now)
+        rel = (plan.shifts_ms["b"] - plan.shifts_ms["a"]) % period
+        assert (kept["b"] - kept["a"]) % period == pytest.approx(rel)
+        got = _wait(kept["b"], running_at, period) + _wait(kept["a"], now, period)
+        best = min(_wait(plan.shifts_ms["b"] + c, running_at, period)
+                   + _wait(plan.shifts_ms["a"] + c, now, period)
+                   for c in (i / 100 for i in range(int(period * 100))))
+        assert got <= best + 1e-6, (running_at, now, kept)
+
+
+def test_new_jobs_start_from_now_as_the_plan_has_them() -> None:
+    """Jobs placed together with no running job beside them start at the round's time as
+    a snapshot's do at 0: the one the plan starts first waits for nothing (before, a job
+    placed alone later in a trace waited up to a whole iteration for its grid)."""
+    from innet.cassini.experiments.replay import keep_running
+
+    plan = _two_vggs_sharing_a_link()
+    period = plan.job("a").iteration_ms
+    first = min(plan.shifts_ms, key=lambda j: plan.shifts_ms[j])
+    for now in (0.0, 1234.5, 7 * period + 3.0):
+        kept = keep_running(plan, {}, now)
+        assert _wait(kept[first], now, period) == 0.0
+        for j in ("a", "b"):
+            assert _wait(kept[j], now, period) == pytest.approx(
+                plan.shifts_ms[j] - plan.shifts_ms[first])
+    # running jobs already at the plan's relative shifts keep theirs: nobody waits
+    kept = keep_running(plan, {"a": 50.0, "b": (50.0 + plan.shifts_ms["b"]
+                                               - plan.shifts_ms["a"]) % period}, 999.0)
+    assert _wait(kept["a"], 50.0, period) == 0.0
+    assert kept["b"] == pytest.approx((50.0 + plan.shifts_ms["b"] - plan.shifts_ms["a"])
+                                      % period)
 
 
 def test_unknown_trace_kind_is_refused() -> None:

@@ -70,6 +70,9 @@ class _Arm:
     routes: dict[str, tuple[tuple[str, ...], ...]]
     capacity: dict[str, float]
     warnings: list[str]
+    # whether any round planned an interleaving (a nonzero shift): only then do the jobs get
+    # agents; the shifts themselves are translated to the round's time, so never all zero
+    interleaved: bool = False
     guard: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GUARD_COUNTS, 0))
     planning_s: list[float] = field(default_factory=list)
 
@@ -83,28 +86,44 @@ def _count_guard(counts: dict[str, int], s: Schedule) -> None:
     counts["runs"] += s.guard_runs
 
 
-def keep_running(plan: ClusterPlan, previous: Mapping[str, float]) -> dict[str, float]:
+def keep_running(plan: ClusterPlan, previous: Mapping[str, float], now_ms: float = 0.0
+                 ) -> dict[str, float]:
     """The plan's shifts, each connected component translated by one common time c (which
-    changes no link's interleaving) so that the running jobs' shifts move least."""
+    changes no link's interleaving) so that its agents wait least.
+
+    An agent waits for its grid: a running job whose shift moves by d waits d mod T at the
+    end of its iteration (forward only: it cannot start before the iteration it is in has
+    ended), a job placed now waits (shift - now) mod T before its first. A component of new
+    jobs only starts from now as the plan has it, as a snapshot's do from time 0: the job the
+    plan starts first starts at once. Otherwise c minimises the waits of the component's
+    running and new jobs together (ties: the smallest c)."""
     period = {j.name: j.iteration_ms for j in plan.jobs}
     out: dict[str, float] = {}
     for members, _ in components(plan.jobs, plan.traffic):
         group = {j.name for j in members}
         new = {j: float(plan.shifts_ms.get(j, 0.0)) for j in group}
-        old = {j: previous[j] for j in group if j in previous}
+        # when each agent is ready to follow its (new) grid: a running job at its old grid
+        # point, a new one now
+        ready = {j: previous.get(j, now_ms) for j in group}
 
-        def cost(c: float, new: dict[str, float] = new, old: dict[str, float] = old) -> float:
-            total = 0.0
-            for j, s in old.items():
-                d = (new[j] + c - s) % period[j]
-                total += min(d, period[j] - d)
-            return total
+        def waits(c: float, new: dict[str, float] = new, ready: dict[str, float] = ready
+                  ) -> float:
+            return sum(_forward(new[j] + c - ready[j], period[j]) for j in ready)
 
-        choices = [old[j] - new[j] for j in old] or [0.0]
-        c = min(choices, key=lambda x: (cost(x), x))
+        if all(j not in previous for j in group):
+            choices = [now_ms]
+        else:
+            choices = [ready[j] - new[j] for j in group]
+        c = min(choices, key=lambda x: (round(waits(x), 6), x))
         for j in group:
             out[j] = round((new[j] + c) % period[j], 6)
     return out
+
+
+def _forward(d: float, period: float) -> float:
+    """The wait from a time to the next one congruent to it plus d, modulo `period`."""
+    w = d % period
+    return 0.0 if w <= 1e-6 or period - w <= 1e-6 else w
 
 
 def _left(end_ms: float, now_ms: float, period_ms: float) -> int:
@@ -197,8 +216,9 @@ class _Replaying:
             self.running[q] = t + self.iters[q] * self.profiles[q].iteration_ms
             queue.remove(q)
         arm.capacity.update(plan.capacity_gbps)
+        arm.interleaved |= any(abs(v) > 1e-9 for v in plan.shifts_ms.values())
         previous = {j: s[-1][1] for j, s in arm.shifts.items() if j in self.running}
-        for j, s in keep_running(plan, previous).items():
+        for j, s in keep_running(plan, previous, t).items():
             if j in previous and abs(previous[j] - s) < 1e-6:
                 continue
             arm.shifts.setdefault(j, []).append((t, s))
@@ -209,7 +229,7 @@ class _Replaying:
 
 def _schedule_of(mode: str, trace: Trace, arm: _Arm, shifts: bool) -> TraceSchedule:
     runs = []
-    agents = shifts and any(s != 0 for v in arm.shifts.values() for _, s in v)
+    agents = shifts and arm.interleaved
     for j in trace.jobs:
         table = tuple(arm.shifts.get(j.name, [(arm.ready[j.name], 0.0)])) if agents else ()
         runs.append(TraceJobRun(j.profile, j.arrival_ms, arm.ready[j.name], arm.after[j.name],
