@@ -31,7 +31,7 @@ from innet.cassini.placement.scheduler import (
     schedule,
 )
 from innet.cassini.sim.steady import components
-from innet.cassini.sim.trace import TraceJobRun, TraceSchedule, traffic_of
+from innet.cassini.sim.trace import TraceJobRun, TraceSchedule, grid_wait, traffic_of
 from innet.errors import InputError
 from innet.topology import Topology
 
@@ -108,7 +108,7 @@ def keep_running(plan: ClusterPlan, previous: Mapping[str, float], now_ms: float
 
         def waits(c: float, new: dict[str, float] = new, ready: dict[str, float] = ready
                   ) -> float:
-            return sum(_forward(new[j] + c - ready[j], period[j]) for j in ready)
+            return sum(grid_wait(new[j] + c, period[j], ready[j]) for j in ready)
 
         if all(j not in previous for j in group):
             choices = [now_ms]
@@ -118,12 +118,6 @@ def keep_running(plan: ClusterPlan, previous: Mapping[str, float], now_ms: float
         for j in group:
             out[j] = round((new[j] + c) % period[j], 6)
     return out
-
-
-def _forward(d: float, period: float) -> float:
-    """The wait from a time to the next one congruent to it plus d, modulo `period`."""
-    w = d % period
-    return 0.0 if w <= 1e-6 or period - w <= 1e-6 else w
 
 
 def _left(end_ms: float, now_ms: float, period_ms: float) -> int:

@@ -178,7 +178,7 @@ class _State:
         return s
 
 
-def _to_grid(shift: float, grid: float, t: float) -> float:
+def grid_wait(shift: float, grid: float, t: float) -> float:
     """Wait from t to the next point of shift + m grid (0 when t is on it)."""
     wait = (shift - t) % grid
     return 0.0 if wait <= 1e-6 or grid - wait <= 1e-6 else wait
@@ -260,7 +260,7 @@ class _TraceRun:
         s.started = t
         if s.run.shifts:
             s.aligned = s.shift_at(t)
-            wait = _to_grid(s.aligned, s.grid, t)
+            wait = grid_wait(s.aligned, s.grid, t)
             if wait > 0:
                 s.phase, s.left = "wait", wait
                 s.start = t + wait
@@ -274,7 +274,7 @@ class _TraceRun:
             return
         if s.run.shifts:
             shift = s.shift_at(now)
-            wait = _to_grid(shift, s.grid, now)
+            wait = grid_wait(shift, s.grid, now)
             if shift != s.aligned:  # a new shift from a later round: apply it now
                 s.aligned = shift
             else:
