@@ -461,7 +461,10 @@ def test_a_lost_contribution_is_asked_of_its_worker_only() -> None:
     assert dest.nacks == 1
 
 
-def test_an_unanswered_request_is_repeated_with_backoff_and_a_nack_is_never_a_result() -> None:
+def test_an_unanswered_request_is_repeated_on_its_timer_and_a_nack_is_never_a_result(
+) -> None:
+    """A request's repeats keep the learnt timer (a lost request is random loss on a path
+    that works); only the sixth try and later grow the backoff that Karn's rule needs."""
     dest = Destination(JOB, 2, 2, reorder_s=0.0, nack_rto=0.1)
     w0 = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 2, window=2, slots=4)
     w0.cwnd = 2.0
@@ -472,8 +475,13 @@ def test_an_unanswered_request_is_repeated_with_backoff_and_a_nack_is_never_a_re
     first = dest.poll(0.0)
     assert [(wi, p.bitmap) for wi, p in first] == [(1, 0b10)]
     assert dest.poll(0.09) == []            # the request's timer has not fired
-    assert len(dest.poll(0.1)) == 1         # asked again ...
-    assert dest.next_deadline() == pytest.approx(0.1 + 0.15)  # ... and the next one waits 1.5x
+    now = 0.1
+    for _ in range(4):                      # tries 2..5, each after one learnt timer
+        assert len(dest.poll(now)) == 1
+        assert dest.next_deadline() == pytest.approx(now + 0.1)
+        now += 0.1
+    assert len(dest.poll(now)) == 1         # the sixth try ...
+    assert dest.next_deadline() == pytest.approx(now + 0.15)  # ... grows the backoff 1.5x
     w0.receive(first[0][1], 0.1)            # a NACK for another worker: ignored
     w0.receive(ap.nack_packet(JOB, 0, 0b01), 0.1)
     assert not w0.results                   # a NACK is never taken for the sum
@@ -508,6 +516,71 @@ def test_a_result_lost_on_the_way_down_is_asked_for_by_that_worker_alone() -> No
     assert [(wi, p.chunk, p.result) for wi, p in answers] == [(1, 0, True)]  # ... to it alone
     workers[1].receive(answers[0][1], 0.04)
     assert workers[1].done and workers[1].timeouts == 0 and dest.nacks == 0
+
+
+def test_a_result_lost_is_known_from_the_next_result_sent_to_every_worker() -> None:
+    """Each RESULT names the one the destination sent to every worker before it: a worker
+    that has the later one and not that one lost it, and asks at once, even while the
+    destination's oldest incomplete chunk (`behind`) is too far back to say."""
+    n, chunks = 2, 3
+    workers = [Worker(JOB, i, [[i + 1] * ap.VECTOR_LEN] * chunks, window=4, slots=8, rto=1.0,
+                      min_rto=0.5, max_rto=2.0, reorder_s=0.002) for i in range(n)]
+    dest = Destination(JOB, n, chunks)
+    sent = [w.poll(0.0) for w in workers]
+    for w in workers:
+        w.cwnd = 4.0
+        sent[w.index] += w.poll(0.0)
+    assert [len(s) for s in sent] == [3, 3]
+    # chunk 0 waits on worker 1's lost contribution; 2 completes, then 1
+    dest.receive(sent[0][0], now=0.01)
+    results = []
+    for c in (2, 1):
+        for w in range(n):
+            results += dest.receive(sent[w][c], now=0.01)
+    res2, res1 = results[0][1], results[n][1]
+    assert (res2.chunk, res2.previous, res1.chunk, res1.previous) == (2, 0, 1, -1)
+    assert res1.slot == 1                  # behind: chunk 0 is not complete
+    back = ap.decode(ap.encode(res1))
+    assert back.previous == -1             # a signed byte on the wire
+    w = workers[0]
+    w.receive(back, 0.02)                  # RESULT 2 was lost on the way to worker 0
+    assert w.poll(0.021) == []             # within the reordering allowance
+    again = w.poll(0.023)
+    assert [(p.chunk, p.nack, p.ask) for p in again] == [(2, True, True)]
+    answer = dest.receive(again[0], now=0.03)
+    assert [(wi, p.chunk, p.previous) for wi, p in answer] == [(0, 2, 0)]
+
+
+def test_a_lost_results_request_keeps_its_timer_and_karns_backoff_is_shared() -> None:
+    """The request for a lost RESULT is repeated after the learnt round trip of such
+    requests, not 1.5x longer per try; from a request's sixth try the shared backoff grows
+    (a timer shorter than the round trip would otherwise never see a clean sample), and a
+    request answered at its first try resets it and is the only kind of sample."""
+    w = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 8, window=4, slots=8, rto=1.0, min_rto=0.01,
+               max_rto=2.0, reorder_s=0.0)
+    w.cwnd = 4.0
+    pkts = w.poll(0.0)
+    assert [p.chunk for p in pkts] == [0, 1, 2, 3]
+    w.repair_rto = 0.02
+    # RESULT 1 comes saying chunk 0 is complete (behind 0): RESULT 0 was lost
+    w.receive(ap.result_packet(pkts[1], 1, 1, pkts[1].values, False, behind=0), 0.01)
+    now, deadlines = 0.01, []
+    for _ in range(7):
+        asks = w.poll(now)
+        assert [(p.chunk, p.ask) for p in asks] == [(0, True)]
+        deadlines.append(round(w.next_deadline() - now, 6))
+        now = w.next_deadline()
+    assert deadlines == [0.02] * 5 + [0.03, 0.045]
+    # the answer to a repeated request is no sample (Karn) and leaves the backoff
+    w.receive(ap.result_packet(pkts[0], 1, 1, pkts[0].values, False, behind=0), now + 0.001)
+    assert w.repair_rto == 0.02
+    w.receive(ap.result_packet(pkts[3], 1, 1, pkts[3].values, False, behind=0), now + 0.002)
+    later = w.poll(now + 0.002)            # RESULT 2 lost: asked with the grown backoff
+    assert [(p.chunk, p.ask) for p in later if p.ask] == [(2, True)]
+    assert w._deadline[2] == pytest.approx(now + 0.002 + 0.045)
+    w.receive(ap.result_packet(pkts[2], 1, 1, pkts[2].values, False, behind=0), now + 0.012)
+    assert w.repair_rto == pytest.approx(0.01 * 3)  # first sample: srtt + 4 x srtt / 2
+    assert w._repair_backoff == 1.0
 
 
 def test_a_chunk_waiting_on_another_workers_repair_does_not_hold_an_in_flight_slot() -> None:

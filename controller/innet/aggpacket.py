@@ -3,13 +3,15 @@
 The P4 program (p4src/headers.p4) declares the same layout; a test compares the two. A packet
 is UDP to `AGG_UDP_PORT` carrying a 16-byte header and `VECTOR_LEN` 32-bit values:
 
-    job u16 | slot u16 | chunk u32 | bitmap u32 | count u16 | flags u8 | reserved u8 |
+    job u16 | slot u16 | chunk u32 | bitmap u32 | count u16 | flags u8 | previous i8 |
     values 32 x i32
 
 `chunk` numbers the pieces of one stream (a tensor cut into VECTOR_LEN values each); `slot` is
 `chunk mod slots(job)`, the cell of the job's pool at every blue switch (in a RESULT, which
 no switch stores, it says instead how far behind the destination's oldest incomplete chunk
-is: `BEHIND_UNKNOWN` or the number of chunks before this one not all complete; docs/
+is: `BEHIND_UNKNOWN` or the number of chunks before this one not all complete, and `previous`,
+which the switches never read and P4 calls `reserved`, how far back the RESULT sent before
+it is, so that a worker lacking that one knows at once that it lost it; docs/
 aggregation-protocol.md explains why a pool of 2W cells serves a window of W chunks, with a
 shadow copy of each finished chunk). Worker i of a job (its position in the workload's worker
 list) sets bit i of the bitmap; a packet merged by a switch carries the OR of its contributors
@@ -55,6 +57,11 @@ FLAG_ASK = 0x40
 # the destination, so a worker that lacks the result of one of them lost it; this value: the
 # destination's oldest incomplete chunk is too far behind to say
 BEHIND_UNKNOWN = 0xFFFF
+# A RESULT's last header byte: how far back (signed, in chunks) the RESULT the destination
+# sent to every worker before this one is. Every chunk is sent by every worker within its
+# window of at most SLOTS / 2 = 128 chunks, so two chunks completed one after the other are
+# less than 128 apart and the offset fits a signed byte
+PREVIOUS_SPAN = 128
 
 # Indices of the switch counter `agg_events` (p4src/headers.p4 AGG_EV_*), and their names.
 EVENT_NAMES = ("held", "emitted", "duplicate", "stale", "malformed", "resent", "overflow",
@@ -116,6 +123,11 @@ class AggPacket:
     count: int
     values: tuple[int, ...]
     flags: int = 0
+    # In a RESULT (the header's last byte, which no switch reads): this chunk minus the chunk
+    # whose RESULT the destination sent to every worker just before this one's, -127..127; 0
+    # when none. The RESULTs to every worker leave in that order down FIFO paths, so a worker
+    # that has this one and not that one lost that one (module docstring)
+    previous: int = 0
 
     @property
     def merged(self) -> bool:
@@ -161,13 +173,16 @@ def contribution(job: int, chunk: int, worker: int, values: Sequence[int],
 
 
 def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int],
-                  overflow: bool, behind: int = BEHIND_UNKNOWN, ece: bool = False
-                  ) -> AggPacket:
+                  overflow: bool, behind: int = BEHIND_UNKNOWN, ece: bool = False,
+                  previous: int = 0) -> AggPacket:
     """The destination's answer for `pkt`'s chunk: the full sum, flagged RESULT; `behind`
-    goes in the slot field (`BEHIND_UNKNOWN` beyond 16 bits); `ece`: echo a CE mark."""
+    goes in the slot field (`BEHIND_UNKNOWN` beyond 16 bits); `ece`: echo a CE mark;
+    `previous`: the offset back to the RESULT sent to every worker before this chunk's."""
+    if not -PREVIOUS_SPAN < previous < PREVIOUS_SPAN:
+        raise ValueError(f"previous must be within +-{PREVIOUS_SPAN - 1}, got {previous}")
     flags = FLAG_RESULT | (FLAG_OVERFLOW if overflow else 0) | (FLAG_ECE if ece else 0)
     return replace(pkt, slot=min(behind, BEHIND_UNKNOWN), bitmap=bitmap, count=count,
-                   values=tuple(values), flags=flags)
+                   values=tuple(values), flags=flags, previous=previous)
 
 
 def nack_packet(job: int, chunk: int, missing: int, slots: int = DEFAULT_JOB_SLOTS,
@@ -196,7 +211,7 @@ def encode(pkt: AggPacket) -> bytes:
     if len(pkt.values) != VECTOR_LEN:
         raise ValueError(f"a packet carries exactly {VECTOR_LEN} values, got {len(pkt.values)}")
     head = _HEADER.pack(pkt.job, pkt.slot & 0xFFFF, pkt.chunk & _MASK32, pkt.bitmap & _MASK32,
-                        pkt.count & 0xFFFF, pkt.flags & 0xFF, 0)
+                        pkt.count & 0xFFFF, pkt.flags & 0xFF, pkt.previous & 0xFF)
     try:
         return head + _SIGNED.pack(*pkt.values)
     except struct.error:  # a value outside the signed range: the same 32 bits, unsigned
@@ -207,9 +222,10 @@ def decode(payload: bytes) -> AggPacket:
     """Parse a UDP payload; ValueError when it is not an aggregation packet."""
     if len(payload) != PAYLOAD_BYTES:
         raise ValueError(f"aggregation payload is {PAYLOAD_BYTES} bytes, got {len(payload)}")
-    job, slot, chunk, bitmap, count, flags, _ = _HEADER.unpack_from(payload, 0)
+    job, slot, chunk, bitmap, count, flags, last = _HEADER.unpack_from(payload, 0)
     values = _SIGNED.unpack_from(payload, HEADER_BYTES)
-    return AggPacket(job, slot, chunk, bitmap, count, values, flags)
+    return AggPacket(job, slot, chunk, bitmap, count, values, flags,
+                     last - 256 if last >= 128 else last)
 
 
 def worker_bitmap(indices: Iterable[int]) -> int:

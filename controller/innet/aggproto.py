@@ -29,6 +29,7 @@ from innet.aggpacket import (
     FLAG_OVERFLOW,
     FLAG_RESENT,
     FLAG_RESULT,
+    PREVIOUS_SPAN,
     SLOTS,
     VECTOR_LEN,
     AggPacket,
@@ -46,6 +47,18 @@ _PASS, _HELD, _TURN, _SPREAD = 0, 1, 2, 3
 
 ZERO = (0,) * VECTOR_LEN
 _MAX_BACKOFF_STEPS = 64  # backoff ** 64 is past any ceiling (1.5 ** 64 = 1.8e11)
+# The repair timers (a worker's request for a lost RESULT, the destination's for missing
+# contributions) learn a round trip with no waiting in it and keep it for every repeat of
+# one request: at 5% loss a request and its answer cross about 10 lossy hops and two in five
+# are lost, so growing each request's timer 1.5x per repeat made the unlucky ones wait a
+# second while the job's other workers stopped at their windows. Karn's rule still needs a
+# backoff, or a round trip that outgrows the learnt timer would never be sampled again (every
+# request repeated before its answer, no clean sample): it is shared by the requests, grown
+# 1.5x by a request's sixth try and later (five losses in a row: 1% of requests at 5% loss;
+# every request once the timer is short) and reset by a clean sample. Grown from the third
+# try, it slowed a simulated 5% stream by a quarter (benchmarks/aggregation_sim.py).
+_REPEATS_BEFORE_BACKOFF = 5
+_REPAIR_BACKOFF_CAP = 1e6
 
 
 def smoothed(srtt: float | None, rttvar: float, sample: float) -> tuple[float, float]:
@@ -305,11 +318,17 @@ class Worker:
     _asked: set[int] = field(default_factory=set)
     _lost: dict[int, int] = field(default_factory=dict)  # chunk: asks for its lost RESULT
     _progress_at: float = -1e18  # when the last new RESULT came
-    # a repair's round trip (a chunk sent again because it was asked for, to its RESULT): no
-    # waiting on other workers in it, so it is learnt apart from the stream's timer
+    # the round trip of a request for a lost RESULT (asked of the destination, answered by
+    # it): no waiting on other workers in it, so it is learnt apart from the stream's timer,
+    # and only from those requests: a retransmission the destination asked for is answered
+    # when its chunk completes, which may wait on other workers' repairs (such samples made
+    # this timer 4-8 round trips long at 5% loss). A worker whose window waits on a lost
+    # RESULT holds up every worker of the job, so a repeat does not grow this timer for its
+    # chunk; Karn's backoff is shared by the requests instead (_REPEATS_BEFORE_BACKOFF)
     repair_rto: float = 0.05
     _repair_srtt: float | None = None
     _repair_var: float = 0.0
+    _repair_backoff: float = 1.0
     _repaired: dict[int, tuple[float, bool]] = field(default_factory=dict)
     latency: dict[int, float] = field(default_factory=dict)  # chunk: first send to RESULT
     _first_at: dict[int, float] = field(default_factory=dict)
@@ -381,6 +400,8 @@ class Worker:
             if when > now:
                 continue
             if i in self._lost:  # a RESULT known lost: ask again, whatever else comes
+                if self._lost[i] >= _REPEATS_BEFORE_BACKOFF:
+                    self._repair_backoff = min(_REPAIR_BACKOFF_CAP, self._repair_backoff * 1.5)
                 self._lost[i] += 1
                 self.lost_results += 1
                 self._asked.add(i)
@@ -428,12 +449,15 @@ class Worker:
         self._repairing.discard(i)
         self.latency[i] = now - self._first_at.pop(i)
         repair = self._repaired.pop(i, None)
-        if repair is not None and repair[1]:  # Karn: asked for once
+        if repair is not None and repair[1]:  # Karn: a RESULT asked for once
             self._repair_srtt, self._repair_var = smoothed(self._repair_srtt, self._repair_var,
                                                            now - repair[0])
             self.repair_rto = min(self.max_rto, max(self.min_rto, self._repair_srtt
                                                     + 4 * self._repair_var))
+            self._repair_backoff = 1.0
         self._lost_before(i, pkt.slot, now)
+        if pkt.previous:
+            self._suspect(i - pkt.previous, now)
         # the window opens by about one chunk per round trip (TCP's congestion avoidance),
         # so the queues grow slowly enough for the timer's estimate to follow them: a burst
         # of the whole window would time out on its own queueing delay
@@ -465,8 +489,9 @@ class Worker:
     def _send_asked(self, now: float) -> list[AggPacket]:
         """The chunks asked for go now; their timer restarts without backoff (a request says
         the path works and what is missing; a timeout says neither). A RESULT known lost is
-        asked of the destination instead, and again after a repair's round trip, 1.5x per
-        try, since no new RESULT may come to reveal it again once the window has stalled."""
+        asked of the destination instead, and again after a request's round trip (times the
+        shared backoff), since no new RESULT may come to reveal it again once the window has
+        stalled."""
         out = []
         for i in sorted(self._asked):
             if i in self.results:
@@ -474,9 +499,10 @@ class Worker:
             self._tries[i] += 1
             lost = self._lost.get(i)
             self._deadline[i] = now + (self.rto if lost is None else min(
-                self.max_rto, self.repair_rto * 1.5 ** min(lost - 1, _MAX_BACKOFF_STEPS)))
+                self.max_rto, self.repair_rto * self._repair_backoff))
             self._sent_at[i] = now
-            self._repaired[i] = (now, i not in self._repaired)
+            if lost is not None:
+                self._repaired[i] = (now, i not in self._repaired)
             if lost is None:
                 self.retransmissions += 1
                 out.append(self.packet(i))
@@ -494,11 +520,17 @@ class Worker:
         if behind == BEHIND_UNKNOWN:
             return
         for c in range(self._low, min(i - behind, self._next)):
-            if c not in self.results and c not in self._asked and c not in self._lost:
-                # asked for once what reordering could still bring has had time to come
-                self._lost[c] = 0
-                self._repairing.add(c)
-                self._deadline[c] = now + self.reorder_s
+            self._suspect(c, now)
+
+    def _suspect(self, c: int, now: float) -> None:
+        """Chunk c is complete at the destination (`behind` says so, or the RESULT sent to
+        every worker after c's came): without its RESULT here, that RESULT was lost. It is
+        asked for once what reordering could still bring has had time to come."""
+        if (self._low <= c < self._next and c not in self.results and c not in self._asked
+                and c not in self._lost):
+            self._lost[c] = 0
+            self._repairing.add(c)
+            self._deadline[c] = now + self.reorder_s
 
     @property
     def srtt(self) -> float | None:
@@ -586,8 +618,11 @@ class Destination:
     _asked_at: dict[int, float] = field(default_factory=dict)
     _asks: dict[int, int] = field(default_factory=dict)
     _groups: dict[int, int] = field(default_factory=dict)  # worker -> its blue switch's bits
+    _last_done: int | None = None  # the chunk whose RESULT went to every worker last
+    _previous: dict[int, int] = field(default_factory=dict)  # chunk -> its RESULT's previous
     _srtt: float | None = None
     _rttvar: float = 0.0
+    _backoff: float = 1.0  # Karn's, shared by the requests (_REPEATS_BEFORE_BACKOFF)
 
     @property
     def full(self) -> int:
@@ -642,6 +677,9 @@ class Destination:
             self._low += 1
         if now is not None:
             self._completed(i, now)
+        if self._last_done is not None and abs(i - self._last_done) < PREVIOUS_SPAN:
+            self._previous[i] = i - self._last_done
+        self._last_done = i
         return self._answer(pkt, st, self.full)
 
     def _learn_group(self, bitmap: int) -> None:
@@ -669,6 +707,7 @@ class Destination:
                 self._srtt, self._rttvar = smoothed(self._srtt, self._rttvar, now - asked)
                 self.nack_rto = min(self.nack_ceiling_s,
                                     max(self.nack_floor_s, self._srtt + 4 * self._rttvar))
+                self._backoff = 1.0
 
     def _reveal(self, h: int, bitmap: int, now: float) -> None:
         """A packet of chunk h with `bitmap` came: older chunks lacking those bits lost them."""
@@ -701,10 +740,11 @@ class Destination:
             # a fresh request
             asked = self._asked_bits.get(c, 0)
             asks = self._asks[c] = self._asks.get(c, 0) + 1 if not missing & ~asked else 1
+            if asks > _REPEATS_BEFORE_BACKOFF:
+                self._backoff = min(_REPAIR_BACKOFF_CAP, self._backoff * 1.5)
             self._asked_bits[c] = asked | missing
             self._asked_at[c] = now
-            grown = self.nack_rto * 1.5 ** min(asks - 1, _MAX_BACKOFF_STEPS)
-            self._due[c] = now + min(self.nack_ceiling_s, grown)
+            self._due[c] = now + min(self.nack_ceiling_s, self.nack_rto * self._backoff)
             out += self._requests(c, missing)
         self.nacks += len(out)
         return out
@@ -733,7 +773,8 @@ class Destination:
                                                                              AggPacket]]:
         i = (pkt.chunk - self.first_chunk) & _MASK32
         res = result_packet(pkt, st.bitmap, st.count, st.values, st.overflow,
-                            behind=max(0, i - self._low), ece=st.ce)
+                            behind=max(0, i - self._low), ece=st.ce,
+                            previous=self._previous.get(i, 0))
         return [(w, res) for w in range(self.workers) if bitmap >> w & 1]
 
     def sums(self) -> list[tuple[int, ...]]:
