@@ -12,6 +12,9 @@
  *              drop a request (NACK) for a contribution the cell holds while it waits,
  *              answer one for a complete cell with the stored sum, turned back up, and
  *              narrow one to the workers the cell lacks, copied below when several are.
+ *   AggResultRepair  scopes the repair of a lost RESULT to the blue switch below the loss:
+ *              holds its other workers' requests for a chunk while one is on its way to
+ *              the destination, and copies the answer below when any was held.
  *   AggFirst   (egress) tells a chunk's first transmission on the port from everything else:
  *              a packet is first when it carries a contributor this switch has not sent yet
  *              for that chunk; agg_first and agg_repeat count the two per egress port, so the
@@ -122,6 +125,44 @@ control AggValues(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
+/* A RESULT lost above a blue switch is lost to every worker below it, and each asks the
+ * destination for it (RESULT | NACK | ASK | COPY, slot: the chunk's cell). The first request
+ * passes; the others are held here, their bits kept; the answer (RESULT | COPY, unicast to
+ * the first) is copied to every port below through the job's group when any was held, to
+ * the first alone otherwise. A request from a worker whose bit is kept passes: it asks again,
+ * so its request or the answer was lost. Per cell: the chunk asked for and who asked; a cell
+ * that holds another chunk's askers is taken over by the first request for the new one. */
+control AggResultRepair(inout headers_t hdr, in metadata_t meta, out bit<1> held,
+                        out bit<1> spread) {
+    register<bit<32>>(AGG_SLOTS) agg_ask_chunk;
+    register<bit<32>>(AGG_SLOTS) agg_askers;
+
+    apply {
+        held = 0;
+        spread = 0;
+        bit<32> index = (bit<32>)meta.agg_slot_base + (bit<32>)hdr.agg.slot;
+        bit<32> chunk;
+        bit<32> askers;
+        agg_ask_chunk.read(chunk, index);
+        agg_askers.read(askers, index);
+        if (chunk != hdr.agg.chunk) {
+            askers = 0;
+        }
+        if ((hdr.agg.flags & AGG_FLAG_NACK) != 0) {
+            if (askers != 0 && (askers & hdr.agg.bitmap) == 0) {
+                held = 1;
+            }
+            agg_ask_chunk.write(index, hdr.agg.chunk);
+            agg_askers.write(index, askers | hdr.agg.bitmap);
+        } else {
+            agg_askers.write(index, 0);
+            if ((askers & (askers - 1)) != 0) {
+                spread = 1;
+            }
+        }
+    }
+}
+
 control Aggregate(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     register<bit<32>>(AGG_SLOTS) agg_owner;   /* job | AGG_OWNED; 0: never used */
@@ -132,6 +173,7 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
     counter(AGG_EVENTS, CounterType.packets) agg_events;
     AggFault() fault;
     AggValues() values;
+    AggResultRepair() result_repair;
 
     action aggregate(bit<32> expected, bit<16> slot_base, bit<16> slots) {
         meta.agg_blue = 1;
@@ -264,7 +306,30 @@ control Aggregate(inout headers_t hdr, inout metadata_t meta,
                     answer = 1;
                 }
             }
-            if (answer == 1) {
+            bit<8> repair = hdr.agg.flags & (AGG_FLAG_NACK | AGG_FLAG_ASK | AGG_FLAG_COPY);
+            if (meta.agg_blue == 1 && hdr.agg.slot < meta.agg_slots && index < AGG_SLOTS
+                    && (repair == AGG_FLAG_COPY
+                        || (repair == (AGG_FLAG_NACK | AGG_FLAG_ASK | AGG_FLAG_COPY)
+                            && hdr.agg.bitmap != 0
+                            && (hdr.agg.bitmap & ~meta.agg_expected) == 0))) {
+                /* a worker's request for a lost RESULT, or its answer (AggResultRepair) */
+                bit<1> held;
+                bit<1> spread;
+                result_repair.apply(hdr, meta, held, spread);
+                if (held == 1) {
+                    answer = 1;
+                } else if (spread == 1 && copied == 0) {
+                    hdr.ipv4.dst_addr = group;
+                    hdr.ethernet.dst_addr = AGG_GROUP_MAC | (bit<48>)(group & 0x7fffff);
+                    hdr.udp.checksum = 0;  /* the pseudo-header changed: no checksum */
+                    answer = 3;
+                }
+            }
+            if (answer == 1 && repair != 0 && (repair & AGG_FLAG_ASK) != 0) {
+                drop_as(AGG_EV_ASK_HELD);
+            } else if (answer == 3 && repair == AGG_FLAG_COPY) {
+                agg_events.count(AGG_EV_RESULT_SPREAD);
+            } else if (answer == 1) {
                 drop_as(AGG_EV_NACK_HELD);
             } else if (answer == 3) {
                 agg_events.count(AGG_EV_NACK_SPREAD);

@@ -29,6 +29,11 @@
 #define AGG_FLAG_ECE 0x20      /* with RESULT: a contribution reached the destination CE */
 #define AGG_FLAG_ASK 0x40      /* with RESULT | NACK: a worker's request for a RESULT it lost,
                                   on its way up: every switch forwards it untouched */
+#define AGG_FLAG_COPY 0x80     /* with RESULT | NACK | ASK: the job's RESULTs go to its group, so
+                                  the blue switch above the worker may hold the requests of
+                                  its other workers and copy the answer below; with RESULT
+                                  alone: that answer (slot: the chunk's cell, not how far
+                                  behind; aggregate.p4 AggResultRepair) */
 /* cell flag only (never on the wire): some contribution arrived with CE */
 #define AGG_CELL_CE 0x80
 /* what AggValues does with a cell's sums: a fresh cell takes the packet's values, a cell
@@ -55,6 +60,10 @@
                                finished: dropped (another worker's request repairs it) */
 #define AGG_EV_NACK_SPREAD 10 /* a request naming several workers the cell lacks: sent
                                 to the job's group address, named only those */
+#define AGG_EV_ASK_HELD 11   /* a worker's request for a lost RESULT held at the blue switch
+                               above it: another worker's request for it is on its way */
+#define AGG_EV_RESULT_SPREAD 12 /* the answer to such requests, copied to every port below
+                                  through the job's group (several had asked) */
 #define AGG_EVENTS 16
 
 /* a job's group address, where its RESULTs go: 239.1.(job >> 8).(job & 255) (RFC 2365's

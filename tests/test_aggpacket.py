@@ -28,7 +28,7 @@ def test_constants_match_the_p4_source() -> None:
     assert d["AGG_VECTOR_LEN"] == ap.VECTOR_LEN
     assert d["AGG_SLOTS"] == ap.SLOTS
     assert d["AGG_UDP_LEN"] == 8 + ap.PAYLOAD_BYTES
-    for name in ("MERGED", "RESULT", "OVERFLOW", "RESENT", "NACK", "ECE", "ASK"):
+    for name in ("MERGED", "RESULT", "OVERFLOW", "RESENT", "NACK", "ECE", "ASK", "COPY"):
         assert d[f"AGG_FLAG_{name}"] == getattr(ap, f"FLAG_{name}")
     events = {k[len("AGG_EV_"):].lower(): v for k, v in d.items() if k.startswith("AGG_EV_")}
     assert events == {n: i for i, n in enumerate(ap.EVENT_NAMES)}

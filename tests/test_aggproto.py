@@ -100,7 +100,7 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
             entries[JOB] = JobEntry(topo.subtree_workers(s), base, slots, s in topo.blue)
         switches[s] = SwitchModel(entries)
     workers = [Worker(JOB, i, vectors[i], window, slots, first, rto=0.2, min_rto=0.05,
-                      max_rto=1.0, reorder_s=0.05) for i in range(n)]
+                      max_rto=1.0, reorder_s=0.05, grouped=grouped) for i in range(n)]
     # reorder_s above the network's reordering (at most 4 ms of jitter a hop, 7 hops): in a
     # clean network no NACK is ever sent
     dest = Destination(JOB, n, n_chunks, first, slots, reorder_s=0.05, group_requests=grouped)
@@ -169,12 +169,13 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
         elif kind == "dest":
             send_down(dest.receive(ev[1], now=now))  # type: ignore[arg-type]
             schedule_dest()
-        elif kind == "copy":  # a request a blue switch above copied below
+        elif kind == "copy":  # a request, or a RESULT, a blue switch above copied below
             out = switches[ev[1]].process(ev[2], to_group=True)  # type: ignore[index, arg-type]
             if out.packet is None:
                 assert out.event == "nack_held"
                 continue
-            assert out.packet.nack and out.packet.bitmap & ~ev[2].bitmap == 0  # type: ignore[attr-defined]
+            assert out.packet == ev[2] if out.packet.result else (  # type: ignore[attr-defined]
+                out.packet.nack and out.packet.bitmap & ~ev[2].bitmap == 0)  # type: ignore[attr-defined]
             copy_below(ev[1], out.packet)  # type: ignore[arg-type]
         elif kind == "dpoll":
             if dest_poll and dest_poll[-1] == ev[1]:
@@ -195,6 +196,10 @@ def simulate(topo: Topo, n_chunks: int, window: int, loss: float, dup: float, se
                     continue
                 if out.event == "nack_spread":  # to the job's group address: copied below
                     assert out.packet.bitmap & ~pkt.bitmap == 0  # type: ignore[attr-defined]
+                    copy_below(path[k], out.packet)  # type: ignore[arg-type]
+                    continue
+                if out.event == "result_spread":  # an answer some held requests wait for
+                    assert out.packet == pkt and pkt.flags & ap.FLAG_COPY  # type: ignore[attr-defined]
                     copy_below(path[k], out.packet)  # type: ignore[arg-type]
                     continue
                 # results pass every switch unchanged; a request may be narrowed to the

@@ -150,7 +150,7 @@ class Run:
         # timers far above the tree's round trips (a few ms): repairs here are all driven by
         # what later packets reveal, never by a timer firing early
         workers = [Worker(JOB, w, vectors[w], WINDOW, slots, rto=0.5, min_rto=0.5,
-                          max_rto=2.0) for w in ATTACH]
+                          max_rto=2.0, grouped=self.group_requests) for w in ATTACH]
         dest = Destination(JOB, len(ATTACH), CHUNKS, slots=slots,
                            group_requests=self.group_requests)
         polls: dict[int, float] = {}   # one pending poll per worker: the earliest
@@ -229,7 +229,7 @@ class Run:
                         self.link(now, s, PARENT[s], out.packet, False,
                                   Arrive(PARENT[s], out.packet))
                         continue
-                    if out.event == "nack_spread":  # to the group address: copied below
+                    if out.event in ("nack_spread", "result_spread"):  # copied below
                         copy_below(now, path[k], out.packet)
                         continue
                     pkt = out.packet  # a blue switch may have narrowed what it asks for
@@ -279,11 +279,14 @@ TABLE: dict[tuple[str, str, str], dict[str, int]] = {
     # d asks w2 (2), w2 sends again (2) in place of the lost one's remaining hop (1)
     ("w2", "s0", "contribution"): {"request from d": 2, "contribution": 1},
     # the result lost before its first copy (4 links not crossed): the next result shows each
-    # worker that the chunk is complete; each asks d (3 + 3 + 2), d answers each (3 + 3 + 2)
-    ("d", "s0", "result"): {"request for a result": 8, "result": 4},
-    # lost toward s1 (2 links below not crossed): w0 and w1 ask (3 + 3), d answers (3 + 3)
-    ("s0", "s1", "result"): {"request for a result": 6, "result": 4},
-    # lost toward w0 alone: w0 asks (3), d answers (3)
+    # worker that the chunk is complete; w2 asks d (2); w0's request passes s1 (3) and w1's
+    # is held there (1); d answers w2 (2) and w0 (2 to s1), and s1, which held a request,
+    # copies that answer to w0 and w1 (2)
+    ("d", "s0", "result"): {"request for a result": 6, "result": 2},
+    # lost toward s1 (2 links below not crossed): w0 asks (3), w1's request is held at s1 (1);
+    # d's answer to w0 (2) is copied below s1 (2)
+    ("s0", "s1", "result"): {"request for a result": 4, "result": 2},
+    # lost toward w0 alone: w0 asks (3), d answers (3), s1 passes it to w0 alone (none held)
     ("s1", "w0", "result"): {"request for a result": 3, "result": 3},
 }
 
@@ -291,6 +294,11 @@ TABLE: dict[tuple[str, str, str], dict[str, int]] = {
 # apart; where that differs from the table above:
 PER_WORKER: dict[tuple[str, str, str], dict[str, int]] = {
     **TABLE,
+    # nor does a blue switch hold the requests for a result: each worker asks d (3 + 3 + 2)
+    # and d answers each (3 + 3 + 2)
+    ("d", "s0", "result"): {"request for a result": 8, "result": 4},
+    # w0 and w1 ask (3 + 3), d answers (3 + 3)
+    ("s0", "s1", "result"): {"request for a result": 6, "result": 4},
     # d asks w0 (3 hops) and w1 (2: s1 holds w1's contribution and drops that request)
     ("w0", "s1", "contribution"): {"request from d": 5, "contribution": 1},
     # d asks w0 (2: dropped at s1) and w1 (3)

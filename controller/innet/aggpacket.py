@@ -53,6 +53,11 @@ FLAG_ECE = 0x20
 # destination), on its way up; switches pass it untouched. Without it, RESULT | NACK is the
 # destination's request for contributions, on its way down, which a blue switch may answer.
 FLAG_ASK = 0x40
+# With RESULT | NACK | ASK: the job's RESULTs go to its group address, so the blue switch above
+# the worker may hold its other workers' requests for the chunk and copy the answer below.
+# With RESULT alone: the destination's answer to such a request, whose slot field is the
+# chunk's cell (as in the request), not how far behind (aggregate.p4 AggResultRepair)
+FLAG_COPY = 0x80
 # A RESULT's slot field: every chunk more than `slot` chunks before this one is complete at
 # the destination, so a worker that lacks the result of one of them lost it; this value: the
 # destination's oldest incomplete chunk is too far behind to say
@@ -65,7 +70,8 @@ PREVIOUS_SPAN = 128
 
 # Indices of the switch counter `agg_events` (p4src/headers.p4 AGG_EV_*), and their names.
 EVENT_NAMES = ("held", "emitted", "duplicate", "stale", "malformed", "resent", "overflow",
-               "fault_drop", "result", "nack_held", "nack_spread")
+               "fault_drop", "result", "nack_held", "nack_spread",
+               "ask_held", "result_spread")
 EVENTS = len(EVENT_NAMES)
 
 _HEADER = struct.Struct("!HHIIHBB")
@@ -186,7 +192,7 @@ def result_packet(pkt: AggPacket, bitmap: int, count: int, values: Sequence[int]
 
 
 def nack_packet(job: int, chunk: int, missing: int, slots: int = DEFAULT_JOB_SLOTS,
-                ask: bool = False) -> AggPacket:
+                ask: bool = False, copy: bool = False) -> AggPacket:
     """The destination's request for chunk `chunk` from the workers of bitmap `missing` (one
     request per worker, each naming that worker alone). It carries RESULT so that switches
     forward it, NACK so that no worker takes it for the sum, and the chunk's slot (as a
@@ -196,12 +202,16 @@ def nack_packet(job: int, chunk: int, missing: int, slots: int = DEFAULT_JOB_SLO
     there; one whose cell is complete answers the request of its lowest contributor with the
     stored sum, sent back up to the destination, and drops the others, since the loss was its
     aggregate's, above it, and one packet repairs it. `ask`: a worker's request for a RESULT
-    it lost, the same packet on its way up, flagged ASK so that switches pass it untouched."""
+    it lost, the same packet on its way up, flagged ASK so that switches pass it untouched;
+    `copy` (with `ask`: the job's RESULTs go to its group): flagged COPY, so that the blue
+    switch above the worker may hold the requests of its other workers for the chunk and copy
+    the answer below."""
     if not 1 <= slots < 1 << 16:
         raise ValueError(f"a job has 1..65535 slots, got {slots}")
     chunk &= _MASK32
     return AggPacket(job, chunk % slots, chunk, missing, 0, ZERO_VECTOR,
-                     FLAG_RESULT | FLAG_NACK | (FLAG_ASK if ask else 0))
+                     FLAG_RESULT | FLAG_NACK | (FLAG_ASK if ask else 0)
+                     | (FLAG_COPY if ask and copy else 0))
 
 
 def encode(pkt: AggPacket) -> bytes:

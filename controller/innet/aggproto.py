@@ -25,7 +25,10 @@ from innet.aggpacket import (
     BEHIND_UNKNOWN,
     DEFAULT_JOB_SLOTS,
     EVENT_NAMES,
+    FLAG_ASK,
+    FLAG_COPY,
     FLAG_MERGED,
+    FLAG_NACK,
     FLAG_OVERFLOW,
     FLAG_RESENT,
     FLAG_RESULT,
@@ -101,6 +104,14 @@ class Cell:
 
 
 @dataclass(slots=True)
+class AskCell:
+    """AggResultRepair: the chunk whose lost RESULT the workers below asked for, and who."""
+
+    chunk: int = 0
+    askers: int = 0
+
+
+@dataclass(slots=True)
 class SentCell:
     """Egress: the chunk a cell tracks and the contributors sent for it on the uplink."""
 
@@ -128,6 +139,7 @@ class SwitchModel:
     cells: list[Cell] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENT_NAMES, 0))
     sent: list[SentCell] = field(default_factory=list)
+    asks: list[AskCell] = field(default_factory=list)
     first: int = 0   # agg_first on the uplink
     repeat: int = 0  # agg_repeat on the uplink
 
@@ -136,6 +148,8 @@ class SwitchModel:
             self.cells = [Cell() for _ in range(self.pool)]
         if not self.sent:
             self.sent = [SentCell() for _ in range(self.pool)]
+        if not self.asks:
+            self.asks = [AskCell() for _ in range(self.pool)]
 
     def _count(self, event: str, pkt: AggPacket | None, ce: bool) -> Out:
         self.events[event] += 1
@@ -149,6 +163,11 @@ class SwitchModel:
         if pkt.flags & FLAG_RESULT:
             answer, ask = (self._request(pkt, entry, to_group) if entry is not None
                            else (_PASS, pkt))
+            repair = self._result_repair(pkt, entry)
+            if repair == _HELD:
+                return self._count("ask_held", None, ce)
+            if repair == _SPREAD and not to_group:
+                return self._count("result_spread", pkt, ce)
             if answer == _HELD:
                 return self._count("nack_held", None, ce)
             if answer == _PASS:
@@ -206,6 +225,29 @@ class SwitchModel:
         if to_group:
             return _SPREAD, replace(pkt, bitmap=lowest)
         return (_TURN if lowest == have & -have else _HELD), pkt
+
+    def _result_repair(self, pkt: AggPacket, entry: JobEntry | None) -> int:
+        """AggResultRepair at a blue switch: a worker's request for a lost RESULT (RESULT |
+        NACK | ASK | COPY) is held (_HELD) while another worker's request for the chunk is on
+        its way, unless this worker asked before (it asks again: its request or the answer
+        was lost); the answer (RESULT | COPY) is copied below (_SPREAD) when any was held,
+        which only a unicast answer needs (a copy from a switch above is already copied).
+        _PASS: anything else, or nothing to do."""
+        repair = pkt.flags & (FLAG_NACK | FLAG_ASK | FLAG_COPY)
+        if (entry is None or not entry.blue or pkt.slot >= entry.slots
+                or entry.base + pkt.slot >= self.pool):
+            return _PASS
+        asking = repair == FLAG_NACK | FLAG_ASK | FLAG_COPY
+        if not (repair == FLAG_COPY or (asking and pkt.bitmap
+                                        and not pkt.bitmap & ~entry.expected)):
+            return _PASS
+        cell = self.asks[entry.base + pkt.slot]
+        askers = cell.askers if cell.chunk == pkt.chunk else 0
+        if asking:
+            cell.chunk, cell.askers = pkt.chunk, askers | pkt.bitmap
+            return _HELD if askers and not askers & pkt.bitmap else _PASS
+        cell.askers = 0
+        return _SPREAD if askers & (askers - 1) else _PASS
 
     def _turn_back(self, pkt: AggPacket, index: int) -> Out:
         """The request, answered: the cell's stored sum, on its way back up to the
@@ -299,6 +341,9 @@ class Worker:
     max_rto: float = 2.0
     backoff: float = 2.0   # the timer grows by this factor per retransmission of a chunk
     inflight: int | None = None
+    # the job's RESULTs come to its group address: a request for a lost one is flagged COPY,
+    # so the blue switch above holds the other workers' requests and copies the answer below
+    grouped: bool = False
     reorder_s: float = 0.002  # how long results may arrive out of order (FIFO links: ~0)
     results: dict[int, AggPacket] = field(default_factory=dict)
     retransmissions: int = 0
@@ -455,7 +500,8 @@ class Worker:
             self.repair_rto = min(self.max_rto, max(self.min_rto, self._repair_srtt
                                                     + 4 * self._repair_var))
             self._repair_backoff = 1.0
-        self._lost_before(i, pkt.slot, now)
+        if not pkt.flags & FLAG_COPY:  # an answer's slot field is its cell, not `behind`
+            self._lost_before(i, pkt.slot, now)
         if pkt.previous:
             self._suspect(i - pkt.previous, now)
         # the window opens by about one chunk per round trip (TCP's congestion avoidance),
@@ -509,7 +555,7 @@ class Worker:
             else:  # the chunk is complete at the destination: ask it for the RESULT alone
                 self.result_requests += 1
                 out.append(nack_packet(self.job, self.first_chunk + i, 1 << self.index,
-                                       self.slots, ask=True))
+                                       self.slots, ask=True, copy=self.grouped))
         self._asked.clear()
         return out
 
@@ -644,7 +690,11 @@ class Destination:
             if st is None or st.bitmap != self.full:
                 return []
             self.requests += 1
-            return self._answer(pkt, st, pkt.bitmap)
+            answers = self._answer(pkt, st, pkt.bitmap)
+            if pkt.flags & FLAG_COPY:  # the blue switch above may copy it below: its cell
+                return [(w, replace(res, slot=pkt.slot, flags=res.flags | FLAG_COPY))
+                        for w, res in answers]
+            return answers
         if pkt.flags & FLAG_RESULT:
             return []
         if pkt.merged and self._groups.get(_lowest(pkt.bitmap)) != pkt.bitmap:

@@ -50,10 +50,10 @@ DEST = HOSTS["h0"][0]
 SETTLE_S = 60.0  # a packet's fate is known within this, however busy the machine is
 # what the switches count: each port's packets in and out, and the drops of the aggregation
 DROPS = [ap.EVENT_NAMES.index(n) for n in ("held", "duplicate", "stale", "malformed",
-                                          "fault_drop", "nack_held")]
+                                          "fault_drop", "nack_held", "ask_held")]
 LINKS = (("s1", 2, "s2", 1), ("s1", 3, "s3", 1))  # switch, port, switch, port
 H0_PORT = EDGE["h0"][1]
-SPREAD = ap.EVENT_NAMES.index("nack_spread")
+SPREAD = [ap.EVENT_NAMES.index(n) for n in ("nack_spread", "result_spread")]
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,10 @@ class Tree:
             time.sleep(0.01)
 
     def _copies(self, switch: str, counts: dict[str, dict[int, int]]) -> int:
-        """Packets the switch sent beyond one per packet in: a request copied below."""
-        return counts["agg_events"].get(SPREAD, 0) * (self.fanout.get(switch, 1) - 1)
+        """Packets the switch sent beyond one per packet in: a request or an answer copied
+        below."""
+        spread = sum(counts["agg_events"].get(e, 0) for e in SPREAD)
+        return spread * (self.fanout.get(switch, 1) - 1)
 
     def deploy(self, jobs: Sequence[Job], drop: float = 0.0) -> it.NetworkIntent:
         plans = []
@@ -475,6 +477,37 @@ def test_a_request_copied_below_nested_blue_switches_repairs_both_losses(tree: T
         assert (pkt.bitmap, pkt.count, pkt.values) == (0b1111, 4, total(*v.values()))
 
 
+def test_requests_for_a_lost_result_are_held_below_and_the_answer_copied_to_them(
+        tree: Tree) -> None:
+    """The RESULT of chunk 5 is lost above s2: h1 and h2 both ask the destination for it.
+    h1's request passes s2; h2's is held there. h1 asks again (its request or the answer was
+    lost): that passes. The destination's answer, unicast to h1, is copied by s2 to h1 and
+    h2 through the job's group; a later answer, with nobody held, goes to h1 alone. A request
+    without COPY (results sent unicast: no group to copy to) is never held."""
+    pair = Job(2, ("h1", "h2"), ("s2",))
+    tree.deploy([pair])
+    ask = {h: ap.nack_packet(2, 5, 1 << i, pair.slots, ask=True, copy=True)
+           for i, h in enumerate(pair.workers)}
+    with listening(tree, ("h1", "h2")) as hosts:
+        tree.send("h1", ask["h1"])
+        tree.send("h2", ask["h2"])
+        tree.send("h1", ask["h1"])
+        assert [(p.chunk, p.bitmap, p.ask) for p, _ in tree.received()] == \
+            [(5, 0b01, True), (5, 0b01, True)]
+        assert tree.events("s2")["ask_held"] == 1
+        res = ap.result_packet(ask["h1"], 0b11, 2, vec(5), False)
+        answer = dataclasses.replace(res, slot=ask["h1"].slot,
+                                     flags=res.flags | ap.FLAG_COPY)
+        hosts.send_down("h1", answer)
+        assert hosts.received() == {"h1": [answer], "h2": [answer]}
+        hosts.send_down("h1", answer)
+        assert hosts.received() == {"h1": [answer], "h2": []}
+        assert tree.events("s2")["result_spread"] == 1
+        tree.send("h1", ap.nack_packet(2, 6, 0b01, pair.slots, ask=True))
+        tree.send("h2", ap.nack_packet(2, 6, 0b10, pair.slots, ask=True))
+        assert len(tree.received()) == 2 and tree.events("s2")["ask_held"] == 1
+
+
 def test_a_late_copy_after_the_slot_was_reused_is_dropped_as_stale(tree: Tree) -> None:
     job = Job(2, ("h1", "h2"), ("s2",), slots=2)
     tree.deploy([job])
@@ -691,14 +724,20 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
     (role,) = intent.switches["s2"].aggregations
     model = SwitchModel({4: JobEntry(role.expected, role.slot_base, role.slots)})
     assert role.blue
-    rng = random.Random(11)
+    rng = random.Random(16)  # a sequence in which every outcome asserted below occurs
     sent: list[ap.AggPacket] = []
     for step in range(120):
         chunk = rng.randint(max(0, step // 6 - 3), step // 6 + 1)
         w = rng.randint(0, 1)
         pkt = ap.contribution(4, chunk, w, vec(chunk * 2 + w), 4)
-        if rng.random() < 0.2:  # the destination's request for it: held, passed or answered
+        kind = rng.random()
+        if kind < 0.2:  # the destination's request for it: held, passed or answered
             pkt = ap.nack_packet(4, chunk, rng.choice([1 << w, 0b11]), 4)
+        elif kind < 0.3:  # worker w's request for the chunk's lost RESULT: passed or held
+            pkt = ap.nack_packet(4, chunk, 1 << w, 4, ask=True, copy=True)
+        elif kind < 0.36:  # the destination's answer to it, unicast to w: copied or not
+            res = ap.result_packet(pkt, 1 << w, 2, vec(chunk), False)
+            pkt = dataclasses.replace(res, slot=chunk % 4, flags=res.flags | ap.FLAG_COPY)
         if rng.random() < 0.05:
             pkt = dataclasses.replace(pkt, slot=5)  # malformed
         sent.append(pkt)
@@ -708,7 +747,8 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
         for pkt in sent:
             worker = job.workers[(pkt.bitmap & -pkt.bitmap).bit_length() - 1] \
                 if pkt.bitmap else "h1"
-            if pkt.nack:
+            going_down = pkt.flags & ap.FLAG_RESULT and not pkt.ask
+            if going_down:
                 hosts.send_down(worker, pkt)
                 tree.settle()
             else:
@@ -716,9 +756,9 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
             out = model.process(pkt)
             if out.packet is None:
                 continue
-            if pkt.nack and out.event == "result":
+            if going_down and out.event == "result":
                 down[worker].append(out.packet)
-            elif out.event == "nack_spread":  # to the group address: s2 copies it to both
+            elif out.event in ("nack_spread", "result_spread"):  # s2 copies it to both
                 for h in down:
                     down[h].append(out.packet)
             else:
@@ -733,7 +773,9 @@ def test_the_switch_does_what_the_python_model_does(tree: Tree) -> None:
     answered = sum(1 for p in up if p.flags & ap.FLAG_RESENT and not p.nack)
     assert model.events["nack_held"] > 0 and model.events["result"] > 0
     assert model.events["nack_spread"] > 0
+    assert model.events["ask_held"] > 0 and model.events["result_spread"] > 0
     print(f"\n{len(sent)} packets into s2: {model.events['nack_held']} requests held, "
           f"{model.events['result']} passed, {model.events['nack_spread']} copied below, "
-          f"{model.events['resent']} stored sums sent")
+          f"{model.events['resent']} stored sums sent, {model.events['ask_held']} requests "
+          f"for a result held, {model.events['result_spread']} answers copied below")
     assert answered > 0

@@ -154,7 +154,7 @@ def run_worker(settings: WorkerSettings) -> dict[str, Any]:
     tensor = worker_tensor(s.seed, s.job, s.worker, s.values, s.workers)
     w = Worker(s.job, s.worker, chunks_of(tensor), s.window, s.slots, s.first_chunk,
                rto=s.rto, min_rto=s.min_rto, max_rto=s.max_rto, backoff=s.backoff,
-               inflight=s.inflight)
+               inflight=s.inflight, grouped=bool(s.local_ip))
     sock = ap.receiver_socket()
     if s.local_ip:  # the switches copy the job's RESULTs to its group address
         ap.join_result_group(sock, s.job, s.local_ip)

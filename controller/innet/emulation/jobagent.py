@@ -130,7 +130,8 @@ def run_iteration(s: JobWorkerSettings, i: int, start: float, carried: Worker | 
     tensor = worker_tensor(s.seed, s.job, s.worker, s.values, s.workers, iteration=i)
     w = Worker(s.job, s.worker, chunks_of(tensor), s.window, s.slots,
                first_chunk=i * s.chunks, rto=carried.rto if carried else s.rto,
-               min_rto=s.min_rto, max_rto=s.max_rto, backoff=1.5, inflight=s.inflight)
+               min_rto=s.min_rto, max_rto=s.max_rto, backoff=1.5, inflight=s.inflight,
+               grouped=True)  # it joined the job's result group
     if carried is not None:  # the transport's state goes on from the last iteration
         w.cwnd, w.alpha = carried.cwnd, carried.alpha
     comm_start = time.time()

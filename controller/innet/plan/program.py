@@ -51,8 +51,10 @@ R_AGG_VALUES = tuple(f"agg_v{i}" for i in range(VECTOR_LEN))
 # the egress side's first-transmission tracking (agg_first / agg_repeat)
 R_SENT_OWNER, R_SENT_CHUNK = "agg_sent_owner", "agg_sent_chunk"
 R_SENT_BITMAP = "agg_sent_bitmap"
+# the scoped repair of a lost RESULT at a blue switch: the chunk asked for, who asked
+R_ASK_CHUNK, R_ASKERS = "agg_ask_chunk", "agg_askers"
 REGISTERS = (R_AGG_OWNER, R_AGG_CHUNK, R_AGG_BITMAP, R_AGG_COUNT, R_AGG_FLAGS, *R_AGG_VALUES,
-             R_SENT_OWNER, R_SENT_CHUNK, R_SENT_BITMAP)
+             R_SENT_OWNER, R_SENT_CHUNK, R_SENT_BITMAP, R_ASK_CHUNK, R_ASKERS)
 
 
 def describe(entry: Entry) -> str:
