@@ -70,8 +70,26 @@ def test_first_deploy_loads_the_program_and_every_entry(server: FakeP4RuntimeSer
     assert {n for n, s in result.switches.items() if s.diff.insert and any(
         e.table == pg.T_AGG and e.action == pg.A_AGGREGATE for e in s.diff.insert)} \
         == {"s4", "s5", "s6", "s7"}
-    # inserts and the default's modify travel in separate requests, one per kind
-    assert all(len(d.write_requests) == 2 for d in server.devices.values())
+    # the default's modify, the aggregation entries and the other inserts travel in separate
+    # requests
+    assert all(len(d.write_requests) == 3 for d in server.devices.values())
+
+
+def test_a_blank_switch_gets_its_aggregation_entries_before_its_routes(
+        server: FakeP4RuntimeServer) -> None:
+    """A batch is applied in no fixed order: routes in before agg_job would let a job's
+    contributions through a blue switch unaggregated for that moment, and the destination
+    could then never complete the chunk. So agg_job's entries go in a request of their own,
+    before the routes'."""
+    deploy(addrs(server), intent(4), PIPE)
+    agg = PIPE.schema.table(pg.T_AGG).id
+    routes = PIPE.schema.table(pg.T_ROUTES).id
+    for name in NAMES:
+        tables = [{u.entity.table_entry.table_id for u in r.updates}
+                  for r in server.device(NAMES.index(name)).write_requests]
+        first_agg = next(i for i, t in enumerate(tables) if agg in t)
+        first_route = next(i for i, t in enumerate(tables) if routes in t)
+        assert first_agg < first_route and tables[first_agg] == {agg}, (name, tables)
 
 
 def test_the_same_plan_twice_writes_nothing(server: FakeP4RuntimeServer) -> None:

@@ -183,7 +183,7 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
     pre = diff_replication(current_pre, replication) if owns_pre else ReplicationDiff()
     sent = False
     if not dry_run:
-        _write_difference(client, d, pre)
+        _write_difference(client, d, pre, pipeline.managed.insert_first)
         if setup and (always_setup or load):
             if sideband is None:
                 raise SwitchError(f"{client.address}: {len(setup)} set-up commands to send but "
@@ -199,11 +199,14 @@ def deploy_switch(client: SwitchClient, pipeline: Pipeline, entries: Sequence[En
                         slots if note is None else (), note, pre, sent)
 
 
-def _write_difference(client: SwitchClient, d: Diff, pre: ReplicationDiff) -> None:
+def _write_difference(client: SwitchClient, d: Diff, pre: ReplicationDiff,
+                      insert_first: Sequence[str] = ()) -> None:
     """Write a switch's difference one kind per batch (P4Runtime applies a batch's updates
     in no fixed order): new groups and sessions before the entries that may name them,
-    deletes before modifies and inserts (they free table space), unwanted groups and
-    sessions last, once no entry names them."""
+    deletes before modifies and inserts (they free table space), new entries of the
+    `insert_first` tables before the other inserts (they decide what the switch does with
+    the packets the others let in), unwanted groups and sessions last, once no entry names
+    them."""
     if pre.insert:
         client.write_replication("insert", pre.insert)
     if pre.modify:
@@ -212,8 +215,12 @@ def _write_difference(client: SwitchClient, d: Diff, pre: ReplicationDiff) -> No
         client.write("delete", d.delete)
     if d.modify:
         client.write("modify", [new for _, new in d.modify])
-    if d.insert:
-        client.write("insert", d.insert)
+    first = [e for e in d.insert if e.table in insert_first]
+    rest = [e for e in d.insert if e.table not in insert_first]
+    if first:
+        client.write("insert", first)
+    if rest:
+        client.write("insert", rest)
     if pre.delete:
         client.write_replication("delete", pre.delete)
 

@@ -36,3 +36,6 @@ class Managed:
     # the packet replication engine (multicast groups, clone sessions) is the controller's:
     # groups and sessions the intent does not name are deleted
     replication: bool = False
+    # tables whose new entries go in before the other tables' (a batch is applied in no fixed
+    # order): they decide what the switch does with the packets the others let in
+    insert_first: tuple[str, ...] = ()

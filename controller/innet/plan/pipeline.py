@@ -18,8 +18,13 @@ def _clean(device_config: bytes, slots: Sequence[int]) -> list[str]:
     return clean_commands(slot_registers(device_config), slots)
 
 
+# A switch that comes back blank gets every entry again: were its routes in before its
+# aggregation entries, a job's contributions would pass it to the destination unaggregated
+# for that moment, and a destination that holds part of a blue switch's workers never
+# completes the chunk (the switch's aggregate, which names them all, overlaps them): seen as
+# a job that stalled after its blue switch restarted
 MANAGED = Managed(program.MANAGED_TABLES, program.DEFAULT_TABLES, program.COUNTERS,
-                  stale_slots, _clean, replication=True)
+                  stale_slots, _clean, replication=True, insert_first=(program.T_AGG,))
 
 
 @functools.lru_cache(maxsize=8)
