@@ -64,6 +64,13 @@ _REPEATS_BEFORE_BACKOFF = 5
 _REPAIR_BACKOFF_CAP = 1e6
 
 
+def _shared_backoff(backoff: float, tries: int) -> float:
+    """The repair timers' shared backoff once a request makes its `tries`-th try."""
+    if tries > _REPEATS_BEFORE_BACKOFF:
+        return min(_REPAIR_BACKOFF_CAP, backoff * 1.5)
+    return backoff
+
+
 def smoothed(srtt: float | None, rttvar: float, sample: float) -> tuple[float, float]:
     """TCP's round-trip estimator (RFC 6298): the smoothed value and its mean deviation
     after one more sample; the timer is srtt + 4 x rttvar."""
@@ -445,9 +452,8 @@ class Worker:
             if when > now:
                 continue
             if i in self._lost:  # a RESULT known lost: ask again, whatever else comes
-                if self._lost[i] >= _REPEATS_BEFORE_BACKOFF:
-                    self._repair_backoff = min(_REPAIR_BACKOFF_CAP, self._repair_backoff * 1.5)
                 self._lost[i] += 1
+                self._repair_backoff = _shared_backoff(self._repair_backoff, self._lost[i])
                 self.lost_results += 1
                 self._asked.add(i)
             elif quiet > now:
@@ -790,8 +796,7 @@ class Destination:
             # a fresh request
             asked = self._asked_bits.get(c, 0)
             asks = self._asks[c] = self._asks.get(c, 0) + 1 if not missing & ~asked else 1
-            if asks > _REPEATS_BEFORE_BACKOFF:
-                self._backoff = min(_REPAIR_BACKOFF_CAP, self._backoff * 1.5)
+            self._backoff = _shared_backoff(self._backoff, asks)
             self._asked_bits[c] = asked | missing
             self._asked_at[c] = now
             self._due[c] = now + min(self.nack_ceiling_s, self.nack_rto * self._backoff)
