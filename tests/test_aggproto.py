@@ -661,3 +661,41 @@ def test_echoed_marks_cut_the_window_and_clean_results_open_it() -> None:
         now += 0.01
         answer(w, w.poll(now), now, ece=True)
     assert 1.0 <= w.cwnd < 2.5 and w.marks > 40 and w.alpha > 0.9
+
+
+def test_a_timer_shorter_than_the_round_trip_backs_off_until_it_learns_the_round_trip(
+) -> None:
+    """Karn's rule keeps the backed-off timer until a clean sample (RFC 6298 5.5): a worker
+    whose timer had learnt 30 ms, when the queues hold every packet 600 ms, once sent each
+    chunk ~5 times before its RESULT came, never sampled a round trip (every chunk was sent
+    again before it was answered) and so never learnt it; on BMv2 that stream's repeats kept
+    the queues that long (a lossless run of 4,096 chunks collapsed to 773 values/s with
+    212,854 timeouts). The quiet time the stream's timer waits for now backs off per expiry
+    (from the second) until a chunk sent once is answered, and from then on nothing is sent
+    twice."""
+    delay = 0.3  # each way
+    w = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 200, window=8, slots=16, rto=0.03,
+               min_rto=0.005, max_rto=2.0)
+    dest = Destination(JOB, 1, 200)
+    wire: list[tuple[float, int, ap.AggPacket]] = []  # (arrival, to the worker?, packet)
+    now, seq = 0.0, 0
+    timeouts_at_half = None
+    while not w.done and now < 120:
+        for p in w.poll(now):
+            heapq.heappush(wire, (now + delay, seq, p))
+            seq += 1
+        while wire and wire[0][0] <= now + 1e-9:
+            _, _, p = heapq.heappop(wire)
+            if p.result:
+                w.receive(p, now)
+                continue
+            for _, res in dest.receive(p, now=now):
+                heapq.heappush(wire, (now + delay, seq, res))
+                seq += 1
+        if timeouts_at_half is None and w._low >= 100:
+            timeouts_at_half = w.timeouts
+        now = round(now + 0.001, 6)
+    assert w.done and timeouts_at_half is not None
+    assert w.srtt is not None and w.srtt == pytest.approx(2 * delay, abs=0.01)
+    assert w.timeouts == timeouts_at_half  # the second half: not one chunk sent twice
+    assert w.timeouts < 20
