@@ -677,7 +677,7 @@ def test_a_timer_shorter_than_the_round_trip_backs_off_until_it_learns_the_round
     w = Worker(JOB, 0, [[1] * ap.VECTOR_LEN] * 200, window=8, slots=16, rto=0.03,
                min_rto=0.005, max_rto=2.0)
     dest = Destination(JOB, 1, 200)
-    wire: list[tuple[float, int, ap.AggPacket]] = []  # (arrival, to the worker?, packet)
+    wire: list[tuple[float, int, ap.AggPacket]] = []  # (arrival, order sent, packet)
     now, seq = 0.0, 0
     timeouts_at_half = None
     while not w.done and now < 120:

@@ -61,7 +61,7 @@ _MAX_BACKOFF_STEPS = 64  # backoff ** 64 is past any ceiling (1.5 ** 64 = 1.8e11
 # every request once the timer is short) and reset by a clean sample. Grown from the third
 # try, it slowed a simulated 5% stream by a quarter (benchmarks/aggregation_sim.py).
 _REPEATS_BEFORE_BACKOFF = 5
-_BACKOFF_CAP = 1e6
+_REPAIR_BACKOFF_CAP = 1e6
 # RFC 6298's clock granularity G, the least the timer exceeds the smoothed round trip by: a
 # round trip that never varies (a window sent at once on a quiet network) drives the mean
 # deviation to 0 and the timer to the round trip itself, so it fired as the answers came
@@ -71,7 +71,7 @@ _GRANULARITY_S = 0.002
 def _shared_backoff(backoff: float, tries: int) -> float:
     """The repair timers' shared backoff once a request makes its `tries`-th try."""
     if tries > _REPEATS_BEFORE_BACKOFF:
-        return min(_BACKOFF_CAP, backoff * 1.5)
+        return min(_REPAIR_BACKOFF_CAP, backoff * 1.5)
     return backoff
 
 
@@ -390,17 +390,16 @@ class Worker:
     _first_at: dict[int, float] = field(default_factory=dict)
     _srtt: float | None = None
     _rttvar: float = 0.0
-    # Karn's backed-off timer (RFC 6298 5.5): how long the stream must be quiet before its
-    # timer fires again, grown by `backoff` per expiry from the second with no clean sample
-    # between (a chunk sent once, answered), which resets it. A timer that had learnt 30 ms
-    # while the queues held packets 600 ms sent every chunk about five times before its
-    # RESULT came (each chunk's own backoff started again from the short timer), so no
-    # sample was ever clean and it never learnt: on BMv2 those repeats kept the queues long
-    # (a lossless stream of 4,096 chunks ran at 773 values/s with 212,854 timeouts, a
-    # twelfth of its speed). The first expiry does not grow it: at 5% loss one usually
-    # repairs a real stall and a clean sample follows; growing it there too cost a simulated
-    # 5% stream 2% (benchmarks/aggregation_sim.py, seeds 1-7 and 12-31), on BMv2 about 7%
-    _timer_backoff: float = 1.0
+    # Karn's backed-off timer (RFC 6298 5.5): how long the stream must be quiet before its timer
+    # fires again, grown by `backoff` per expiry from the second with no clean sample between (a
+    # chunk sent once, answered), which resets the count of expiries. A timer that had learnt 30 ms
+    # while the queues held packets 600 ms sent every chunk about five times before its RESULT came
+    # (each chunk's own backoff started again from the short timer), so no sample was ever clean and
+    # it never learnt: on BMv2 those repeats kept the queues long (a lossless stream of 4,096 chunks
+    # ran at 773 values/s with 212,854 timeouts, a twelfth of its speed). The first expiry does not
+    # grow it: at 5% loss one usually repairs a real stall and a clean sample follows; growing it
+    # there too cost a simulated 5% stream 2% (benchmarks/aggregation_sim.py, seeds 1-7 and 12-31),
+    # on BMv2 about 7%
     _unsampled_fires: int = 0
     # the congestion window: chunks in flight at most (up to `inflight`); it opens by about
     # one chunk per round trip and, on ECN echoes, is cut DCTCP-style once per window of
@@ -446,6 +445,12 @@ class Worker:
         newer = self._next - 1 - self._newest
         return newer - sum(1 for c in self._repairing if c > self._newest)
 
+    def _backed_off(self, steps: int) -> float:
+        """The stream's timer grown `steps` times by `backoff` (none below 1); the exponent
+        is capped: 1.5 ** 1750 overflows a float, and a chunk that heavy loss keeps
+        unanswered does get there."""
+        return self.rto * self.backoff ** min(max(0, steps), _MAX_BACKOFF_STEPS)
+
     def packet(self, i: int) -> AggPacket:
         return contribution(self.job, self.first_chunk + i, self.index, self.chunks[i],
                             self.slots)
@@ -463,7 +468,7 @@ class Worker:
         # (the root of a `top` plan) no packet of a stuck chunk reaches the destination to
         # reveal the loss. (Sending only the oldest, as TCP's RTO does, moved such a stream
         # one chunk per timeout at 5% loss.)
-        timer = min(self.max_rto, self.rto * self._timer_backoff)
+        timer = min(self.max_rto, self._backed_off(self._unsampled_fires - 1))
         quiet = self._progress_at + timer
         fired = False
         for i, when in sorted(self._deadline.items()):
@@ -478,19 +483,13 @@ class Worker:
                 self._deadline[i] = quiet
             else:
                 tries = self._tries[i] = self._tries[i] + 1
-                # the exponent is capped: 1.5 ** 1750 overflows a float, and a chunk that
-                # heavy loss keeps unanswered does get there
-                grown = self.rto * self.backoff ** min(tries, _MAX_BACKOFF_STEPS)
-                self._deadline[i] = now + min(self.max_rto, grown)
+                self._deadline[i] = now + min(self.max_rto, self._backed_off(tries))
                 self._sent_at[i] = now
                 self.retransmissions += 1
                 self.timeouts += 1
                 fired = True
                 out.append(self.packet(i))
-        if fired:
-            self._unsampled_fires += 1
-            if self._unsampled_fires > 1:
-                self._timer_backoff = min(_BACKOFF_CAP, self._timer_backoff * self.backoff)
+        self._unsampled_fires += fired
         out += self._send_asked(now)
         limit = self._low + self.window
         while (self._next < len(self.chunks) and self._next < limit
@@ -542,7 +541,6 @@ class Worker:
         self._react(pkt.ece)
         if self._tries.get(i) == 0:  # Karn: only unambiguous samples
             self._sample(now - self._sent_at[i])
-            self._timer_backoff = 1.0
             self._unsampled_fires = 0
         self._deadline.pop(i, None)
         while self._low in self.results:
